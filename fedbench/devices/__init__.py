@@ -1,0 +1,1 @@
+"""Device profiles, the emulator (cost model) and the meters."""

@@ -1,0 +1,96 @@
+"""The meter: the one seam between emulated and physical devices.
+
+A ClientApp trains for real on every device; what differs is who says what
+that training cost. On a physical device a probe reads sensors around the
+real training; on an emulated device the emulator computes the cost of the
+same work from the device profile. Both return a `Cost`, which fills the
+cost fields of the RoundReport. No other module branches on the device kind.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass(frozen=True)
+class DeviceState:
+    """Emulated dynamic state carried between rounds (kept in the server's ledger).
+
+    `time_s` is the virtual time at which `temp_c` and `battery_pct` held.
+    """
+
+    temp_c: float
+    battery_pct: float
+    time_s: float
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """What the client is about to train, as the meter needs to know it."""
+
+    model_name: str
+    input_shape: tuple[int, ...]  # one example, e.g. (3, 32, 32)
+    batch_sizes: tuple[int, ...]  # the size of every optimizer step, in order
+    model_bytes: int  # bytes of the weights sent down and up (network time)
+    now_s: float  # the server's virtual clock when the round started
+    state: DeviceState | None  # the device's last known emulated state, if any
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The cost fields of a RoundReport, as a meter measured or computed them."""
+
+    status: str = "ok"
+    reason: str = ""
+    latency_s: float = math.nan
+    comm_s: float = math.nan
+    energy_j: float = math.nan
+    avg_power_w: float = math.nan
+    peak_mem_mb: float = math.nan
+    mem_budget_mb: float = math.nan
+    plan: str = ""
+    temp_c_start: float = math.nan
+    temp_c_end: float = math.nan
+    freq_ghz_avg: float = math.nan
+    throttled_frac: float = math.nan
+    battery_pct: float = math.nan
+    state_after: DeviceState | None = None
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+class Meter(ABC):
+    """Measures (or computes) what a training job costs on one device."""
+
+    kind: str = "host"
+
+    @abstractmethod
+    def measure(
+        self, model: torch.nn.Module, job: TrainJob, train: Callable[[], float]
+    ) -> tuple[float | None, Cost]:
+        """Run `train` (which returns the mean training loss) and cost it.
+
+        A meter may decline to run `train` - e.g. the emulator predicts the
+        plan does not fit the device's memory - and then returns
+        `(None, cost)` with a non-ok status.
+        """
+
+
+class HostMeter(Meter):
+    """The host itself, measured by wall clock only: the baseline meter."""
+
+    kind = "host"
+
+    def measure(
+        self, model: torch.nn.Module, job: TrainJob, train: Callable[[], float]
+    ) -> tuple[float | None, Cost]:
+        start = time.perf_counter()
+        loss = train()
+        elapsed = time.perf_counter() - start
+        plan = f"bs{max(job.batch_sizes)}" if job.batch_sizes else ""
+        return loss, Cost(latency_s=elapsed, plan=plan)

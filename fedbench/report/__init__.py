@@ -1,0 +1,1 @@
+"""Round records, result files and plots."""
