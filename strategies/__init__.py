@@ -1,0 +1,1 @@
+"""Device-selection strategies, one per file (configs name `_target_: strategies.x.X`)."""

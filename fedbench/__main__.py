@@ -1,0 +1,53 @@
+"""`python -m fedbench [overrides]`: compose the config, check it, run it.
+
+Hydra composes conf/ (installed as the package fedbench.conf). A user mistake
+raises FedbenchError, printed as one line with exit code 2; Hydra itself
+reports unknown groups and options with the valid choices.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+import yaml
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from fedbench.config import resolve
+from fedbench.errors import FedbenchError
+from fedbench.preflight import preflight, targets
+
+
+def run(cfg: DictConfig) -> None:
+    experiment = resolve(cfg)
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    experiment["output_dir"] = str(run_dir)
+    if "name" not in experiment:
+        choices = HydraConfig.get().runtime.choices
+        experiment["name"] = choices.get("experiment") or "default"
+    for path, target in targets(experiment):
+        print(f"[fedbench] {path}: {target}", file=sys.stderr)
+    preflight(experiment)
+    (run_dir / "config.yaml").write_text(yaml.safe_dump(experiment, sort_keys=False))
+    runtime = instantiate(cfg.runtime)
+    runtime.run(experiment, run_dir, bool(experiment.get("verbose", False)))
+
+
+@hydra.main(version_base=None, config_path="pkg://fedbench.conf", config_name="config")
+def _main(cfg: DictConfig) -> None:
+    try:
+        run(cfg)
+    except FedbenchError as exc:
+        print(f"fedbench: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
+def main() -> None:
+    _main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""The ClientApp: one code path for every device, emulated or physical.
+
+It rebuilds the experiment from the message (fedbench.config), loads the
+global weights, takes the device's data for the day, and trains for real
+under the device's meter. Whatever happens, it replies with a RoundReport:
+a failure is a status with a reason, never a lost round.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+import traceback
+from typing import Any
+
+import torch
+from flwr.app import ArrayRecord, Context, Message, MetricRecord, RecordDict
+from flwr.clientapp import ClientApp
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+from torch import nn
+
+from fedbench.app.protocol import ARRAYS, CONFIG, IDENTITY, METRICS, NUM_EXAMPLES, Identity, TrainTask
+from fedbench.config import from_flower
+from fedbench.devices.meter import Cost, Meter, TrainJob
+from fedbench.devices.meters import make_meter
+from fedbench.fleet import DeviceSpec, expand_fleet
+from fedbench.report.records import RECORD_KEY, RoundReport, to_record
+from fedbench.scenarios.context import data_context
+from fedbench.train.loop import TrainParams, step_sizes, train_local
+
+app = ClientApp()
+
+
+def build_model(experiment: DictConfig | dict[str, Any]) -> nn.Module:
+    """The experiment's model, freshly initialised (seeded by the caller)."""
+    net = experiment["model"]["net"]
+    return instantiate(OmegaConf.create(OmegaConf.to_container(net)) if isinstance(net, DictConfig)
+                       else OmegaConf.create(net))
+
+
+@functools.lru_cache(maxsize=4)
+def _fleet(fleet_json: str) -> tuple[DeviceSpec, ...]:
+    import json
+
+    return expand_fleet(json.loads(fleet_json))
+
+
+def fleet_of(experiment: DictConfig) -> tuple[DeviceSpec, ...]:
+    import json
+
+    return _fleet(json.dumps(OmegaConf.to_container(experiment["fleet"]), sort_keys=True))
+
+
+@functools.lru_cache(maxsize=64)
+def _meter(profile: str, knobs_json: str) -> Meter:
+    import json
+
+    return make_meter(profile, json.loads(knobs_json))
+
+
+def meter_of(experiment: DictConfig, device: DeviceSpec) -> Meter:
+    import json
+
+    knobs = experiment["fleet"].get("knobs") or {}
+    return _meter(device.profile, json.dumps(OmegaConf.to_container(knobs) if isinstance(
+        knobs, DictConfig) else knobs, sort_keys=True))
+
+
+def _partition_id(context: Context) -> int:
+    value = context.node_config.get("partition-id", -1)
+    return int(value)  # type: ignore[arg-type]
+
+
+@app.query()
+def identify(msg: Message, context: Context) -> Message:
+    """Tell the server which device of the fleet this node is."""
+    experiment = from_flower(msg.content.config_records[CONFIG])
+    pid = _partition_id(context)
+    fleet = fleet_of(experiment)
+    device = fleet[pid] if 0 <= pid < len(fleet) else DeviceSpec(pid, f"node-{context.node_id}", "host")
+    identity = Identity(pid, device.name, device.profile, meter_of(experiment, device).kind)
+    return Message(RecordDict({IDENTITY: identity.to_config()}), reply_to=msg)
+
+
+@app.train()
+def train(msg: Message, context: Context) -> Message:
+    wall_start = time.perf_counter()
+    config = msg.content.config_records[CONFIG]
+    experiment = from_flower(config)
+    task = TrainTask.from_config(config)
+    device = fleet_of(experiment)[task.device_index]
+    meter = meter_of(experiment, device)
+    torch.set_num_threads(int(experiment["runtime"].get("client_cpus", 1)))
+    base = RoundReport(
+        round=task.round, day=task.day, node=context.node_id, device=device.name,
+        profile=device.profile, kind=meter.kind, status="ok",
+    )
+    arrays: ArrayRecord | None = None
+    try:
+        model = build_model(experiment)
+        model.load_state_dict(msg.content.array_records[ARRAYS].to_torch_state_dict())
+        report, trained = _train(experiment, task, device, meter, model, base)
+        if trained:
+            arrays = ArrayRecord(model.state_dict())
+    except Exception as exc:  # noqa: BLE001 - a device failure is data, reported with its reason
+        reason = f"{type(exc).__name__}: {exc}"
+        report = base.with_status("failed", reason[:500])
+        traceback.print_exc()
+    report = RoundReport(**{**report.__dict__, "host_wall_s": time.perf_counter() - wall_start})
+    content = RecordDict(
+        {
+            METRICS: MetricRecord({NUM_EXAMPLES: report.num_examples if arrays else 0}),
+            RECORD_KEY: to_record(report),
+        }
+    )
+    if arrays is not None:
+        content[ARRAYS] = arrays
+    return Message(content, reply_to=msg)
+
+
+def _train(
+    experiment: DictConfig, task: TrainTask, device: DeviceSpec, meter: Meter,
+    model: nn.Module, base: RoundReport,
+) -> tuple[RoundReport, bool]:
+    scenario = instantiate(experiment["scenario"])
+    ctx = data_context(OmegaConf.to_container(experiment), len(fleet_of(experiment)))  # type: ignore[arg-type]
+    data = scenario.device_data(ctx, task.device_index, task.day)
+    t = experiment["train"]
+    params = TrainParams(int(t.batch_size), int(t.local_epochs), float(t.lr), float(t.momentum),
+                         float(t.weight_decay))
+    job = TrainJob(
+        model_name=str(experiment["model"]["name"]),
+        input_shape=tuple(int(v) for v in experiment["model"]["input_shape"]),
+        batch_sizes=step_sizes(len(data), params.batch_size, params.local_epochs),
+        model_bytes=sum(p.numel() * p.element_size() for p in model.state_dict().values()),
+        now_s=task.now_s,
+        state=task.state,
+    )
+    seed = int(experiment["seed"]) * 1_000_003 + task.round * 10_007 + task.device_index
+    torch.manual_seed(seed)
+    loss, cost = meter.measure(model, job, lambda: train_local(model, data, params, seed))
+    return _report(base, cost, len(data), loss), loss is not None and cost.status == "ok"
+
+
+def _report(base: RoundReport, cost: Cost, n: int, loss: float | None) -> RoundReport:
+    comm = 0.0 if math.isnan(cost.comm_s) else cost.comm_s
+    fields = {k: getattr(cost, k) for k in (
+        "status", "reason", "latency_s", "comm_s", "energy_j", "avg_power_w", "peak_mem_mb",
+        "mem_budget_mb", "plan", "temp_c_start", "temp_c_end", "freq_ghz_avg",
+        "throttled_frac", "battery_pct",
+    )}
+    fields["round_trip_s"] = cost.latency_s + comm if not math.isnan(cost.latency_s) else comm
+    fields["num_examples"] = n if cost.status == "ok" else 0
+    fields["train_loss"] = math.nan if loss is None else loss
+    return RoundReport(**{**base.__dict__, **fields})

@@ -1,0 +1,130 @@
+"""The server's run: pretrain, then round after round select, train, aggregate, record.
+
+One loop for every scenario and strategy. It keeps the virtual clock (a
+round lasts as long as its slowest participant), feeds every RoundReport to
+the ledger and the run folder, and evaluates the global model on the
+held-out test split at the end of each day.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from flwr.app import ArrayRecord
+from flwr.serverapp import Grid
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+
+from fedbench.app.client_app import build_model
+from fedbench.app.registry import register_fleet
+from fedbench.app.strategy import FleetFedAvg
+from fedbench.app.protocol import TrainTask
+from fedbench.config import to_flower
+from fedbench.devices.meter import DeviceState
+from fedbench.fleet import expand_fleet
+from fedbench.ledger import Ledger
+from fedbench.report.records import RoundReport
+from fedbench.report.writer import DayResult, RunWriter
+from fedbench.scenarios.base import Scenario
+from fedbench.scenarios.context import data_context
+from fedbench.scenarios.pretrain import pretrained_state
+from fedbench.train.loop import evaluate
+
+
+def run_experiment(grid: Grid, experiment: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    wall_start = time.perf_counter()
+    devices = expand_fleet(experiment["fleet"])
+    scenario: Scenario = instantiate(OmegaConf.create(experiment["scenario"]))
+    selector = instantiate(OmegaConf.create(experiment["strategy"]))
+    selector.check_fleet(len(devices))
+    name = experiment.get("name") or experiment["model"]["name"]
+    writer = RunWriter(run_dir, {"name": name, "num_devices": len(devices)})
+    try:
+        ctx = data_context(experiment, len(devices))
+        state, cached = pretrained_state(
+            experiment, scenario.pretrain, ctx, lambda: build_model(experiment)
+        )
+        model = build_model(experiment)
+        model.load_state_dict(state)
+        _progress(f"pretrained {experiment['model']['name']} "
+                  f"({'cache' if cached else f'{scenario.pretrain.epochs} epochs'}); "
+                  f"waiting for {len(devices)} devices")
+        record = to_flower(experiment)
+        node_of = register_fleet(grid, devices, record,
+                                 float(experiment["runtime"]["wait_for_nodes_s"]))
+        ledger = Ledger(devices)
+        strategy = FleetFedAvg(selector, ledger, node_of, record)
+        index_of = {d.name: d.index for d in devices}
+        loss, acc = evaluate(model, ctx.splits.test)
+        writer.day(DayResult(0, 0, acc, loss, 0.0, time.perf_counter() - wall_start))
+        _progress(f"day 0: accuracy {100 * acc:.2f}% (pretrained)")
+        arrays = ArrayRecord(model.state_dict())
+        now_s = 0.0
+        timeout = float(experiment["runtime"]["round_timeout_s"])
+        for spec in scenario.schedule():
+            now_s = max(now_s, spec.earliest_start_s)
+            task = TrainTask(spec.round, spec.day, -1, now_s, None)
+            replies = grid.send_and_receive(
+                list(strategy.configure_train(spec.round, arrays, task.to_config(), grid)),
+                timeout=timeout,
+            )
+            new_arrays, _ = strategy.aggregate_train(spec.round, replies)
+            reports = strategy.reports
+            writer.rounds(reports)
+            ledger.record(reports, index_of)
+            _carry_state(ledger, reports, index_of, now_s)
+            now_s += _round_duration(reports)
+            if new_arrays is not None:
+                arrays = new_arrays
+            if spec.evaluate:
+                model.load_state_dict(arrays.to_torch_state_dict())
+                loss, acc = evaluate(model, ctx.splits.test)
+                writer.day(DayResult(spec.day, spec.round, acc, loss, now_s,
+                                     time.perf_counter() - wall_start))
+                ok = sum(r.status == "ok" for r in reports)
+                _progress(
+                    f"day {spec.day}: accuracy {100 * acc:.2f}% | round {spec.round} | "
+                    f"{ok}/{len(reports)} devices ok | virtual {_clock(now_s)} | "
+                    f"wall {time.perf_counter() - wall_start:.0f}s"
+                )
+    except BaseException as exc:
+        writer.finish("failed", f"{type(exc).__name__}: {exc}")
+        raise
+    summary = writer.finish("completed")
+    first, last = summary["day0_accuracy"], summary["final_accuracy"]
+    _progress(f"done: day {summary['final_day']} accuracy {100 * last:.2f}% "
+              f"vs day 0 {100 * first:.2f}% -> {run_dir}")
+    return summary
+
+
+def _carry_state(
+    ledger: Ledger, reports: list[RoundReport], index_of: dict[str, int], start_s: float
+) -> None:
+    """Keep each device's emulated temperature and battery for its next round."""
+    for r in reports:
+        if not math.isnan(r.temp_c_end):
+            end = start_s + (0.0 if math.isnan(r.latency_s) else r.latency_s)
+            ledger.set_state(index_of[r.device], DeviceState(r.temp_c_end, r.battery_pct, end))
+
+
+def _round_duration(reports: list[RoundReport]) -> float:
+    """A round lasts as long as its slowest participant (virtual seconds)."""
+    times = [r.round_trip_s for r in reports if not math.isnan(r.round_trip_s)]
+    return max(times, default=0.0)
+
+
+def _clock(seconds: float) -> str:
+    days, rest = divmod(int(seconds), 86_400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    return f"{days}d {h:02d}:{m:02d}:{s:02d}"
+
+
+def _progress(line: str) -> None:
+    print(f"[fedbench] {line}", file=sys.stderr, flush=True)
+
+

@@ -1,0 +1,48 @@
+"""Before round 1: wait for the fleet's nodes and learn which node is which device."""
+
+from __future__ import annotations
+
+import time
+
+from flwr.app import ConfigRecord, Message, MessageType, RecordDict
+from flwr.serverapp import Grid
+
+from fedbench.app.protocol import CONFIG, IDENTITY, Identity
+from fedbench.errors import FedbenchError
+from fedbench.fleet import DeviceSpec
+
+
+def register_fleet(
+    grid: Grid, devices: tuple[DeviceSpec, ...], experiment: ConfigRecord, timeout_s: float
+) -> dict[int, int]:
+    """Map every device index to its Flower node id, waiting up to `timeout_s`.
+
+    The server starts before the nodes register (Flower), so poll until all
+    the fleet's nodes are connected, then ask each who it is.
+    """
+    deadline = time.monotonic() + timeout_s
+    while len(nodes := list(grid.get_node_ids())) < len(devices):
+        if time.monotonic() > deadline:
+            raise FedbenchError(
+                f"only {len(nodes)} of the fleet's {len(devices)} devices connected within "
+                f"runtime.wait_for_nodes_s={timeout_s:g}s"
+            )
+        time.sleep(0.2)
+    questions = [
+        Message(RecordDict({CONFIG: experiment}), dst_node_id=node, message_type=MessageType.QUERY)
+        for node in nodes
+    ]
+    replies = grid.send_and_receive(questions, timeout=max(1.0, deadline - time.monotonic()))
+    node_of: dict[int, int] = {}
+    for reply in replies:
+        if reply.has_error():
+            raise FedbenchError(
+                f"node {reply.metadata.src_node_id} failed to identify itself: {reply.error.reason}"
+            )
+        who = Identity.from_config(reply.content.config_records[IDENTITY])
+        if 0 <= who.partition_id < len(devices):
+            node_of[who.partition_id] = reply.metadata.src_node_id
+    missing = [d.name for d in devices if d.index not in node_of]
+    if missing:
+        raise FedbenchError(f"no node identified itself as device(s): {', '.join(missing[:5])}")
+    return node_of

@@ -1,0 +1,26 @@
+"""Which meter a device gets: the one place that maps a profile name to a meter.
+
+"host" is this machine measured by wall clock only; any other name is a
+device profile, emulated (DESIGN.md: only the meter and the launcher know
+whether a device is physical or emulated).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from fedbench.devices.meter import HostMeter, Meter
+
+HOST = "host"
+
+
+def make_meter(profile: str, knobs: Mapping[str, Any] | None = None) -> Meter:
+    if profile == HOST:
+        return HostMeter()
+    # Imported here: the emulator pulls in the profile loader and workload
+    # measurement, which a host-only run never needs.
+    from fedbench.devices.emulated_meter import EmulatedMeter
+    from fedbench.devices.profile import load_profile
+
+    return EmulatedMeter.from_config(load_profile(profile), knobs or {})

@@ -1,0 +1,113 @@
+"""The ledger: the server's per-device history of RoundReports.
+
+Strategies read it and nothing else keeps a second copy. One numpy array per
+field, indexed by device, so selection over 100,000 devices stays vectorised;
+updating it costs O(reports in the round).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fedbench.devices.meter import DeviceState
+from fedbench.fleet import DeviceSpec
+from fedbench.report.records import STATUSES, RoundReport
+
+STATUS_CODE: dict[str, int] = {s: i for i, s in enumerate(STATUSES)}
+NEVER = -1  # round value for "never seen"
+
+
+@dataclass
+class Ledger:
+    """Per-device arrays; `last_*` fields hold the most recent report's value (NaN = none)."""
+
+    devices: tuple[DeviceSpec, ...]
+    available: np.ndarray = field(init=False)  # bool: can be picked now
+    participation: np.ndarray = field(init=False)  # int: rounds trained (status ok)
+    selected: np.ndarray = field(init=False)  # int: rounds picked (any status)
+    last_round: np.ndarray = field(init=False)  # int: last round picked, NEVER if none
+    last_status: np.ndarray = field(init=False)  # int: STATUS_CODE of the last report
+    failures: np.ndarray = field(init=False)  # int: reports with a status other than ok
+    latency_s: np.ndarray = field(init=False)
+    round_trip_s: np.ndarray = field(init=False)
+    energy_j: np.ndarray = field(init=False)
+    avg_power_w: np.ndarray = field(init=False)
+    peak_mem_mb: np.ndarray = field(init=False)
+    mem_budget_mb: np.ndarray = field(init=False)
+    temp_c: np.ndarray = field(init=False)
+    battery_pct: np.ndarray = field(init=False)
+    state_time_s: np.ndarray = field(init=False)  # virtual time temp/battery refer to
+    train_loss: np.ndarray = field(init=False)
+    num_examples: np.ndarray = field(init=False)
+    utility: np.ndarray = field(init=False)  # statistical utility (Oort: |B| sqrt(mean loss^2))
+    total_energy_j: np.ndarray = field(init=False)
+    plan: list[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.devices)
+        nan = lambda: np.full(n, np.nan)  # noqa: E731 - a tiny local factory
+        self.available = np.ones(n, dtype=bool)
+        self.participation = np.zeros(n, dtype=np.int64)
+        self.selected = np.zeros(n, dtype=np.int64)
+        self.last_round = np.full(n, NEVER, dtype=np.int64)
+        self.last_status = np.full(n, NEVER, dtype=np.int64)
+        self.failures = np.zeros(n, dtype=np.int64)
+        for name in (
+            "latency_s", "round_trip_s", "energy_j", "avg_power_w", "peak_mem_mb",
+            "mem_budget_mb", "temp_c", "battery_pct", "state_time_s", "train_loss",
+            "num_examples", "utility",
+        ):
+            setattr(self, name, nan())
+        self.total_energy_j = np.zeros(n)
+        self.plan = [""] * n
+
+    def __len__(self) -> int:
+        return len(self.devices)
+
+    def record(self, reports: Iterable[RoundReport], index_of: dict[str, int]) -> None:
+        """Fold one round's reports in; `index_of` maps device name -> index."""
+        for r in reports:
+            i = index_of[r.device]
+            self.selected[i] += 1
+            self.last_round[i] = r.round
+            self.last_status[i] = STATUS_CODE[r.status]
+            if not math.isnan(r.energy_j):
+                self.total_energy_j[i] += r.energy_j
+            for name in ("latency_s", "round_trip_s", "energy_j", "avg_power_w",
+                         "peak_mem_mb", "mem_budget_mb", "battery_pct"):
+                value = getattr(r, name)
+                if not math.isnan(value):
+                    getattr(self, name)[i] = value
+            if not math.isnan(r.temp_c_end):
+                self.temp_c[i] = r.temp_c_end
+            if r.plan:
+                self.plan[i] = r.plan
+            if r.status == "ok":
+                self.participation[i] += 1
+                self.train_loss[i] = r.train_loss
+                self.num_examples[i] = r.num_examples
+                # Oort's statistical utility: |B_i| * sqrt(mean squared loss); with the
+                # mean loss as the only figure a client sends, sqrt(loss^2) = loss.
+                self.utility[i] = r.num_examples * abs(r.train_loss)
+            else:
+                self.failures[i] += 1
+
+    def set_state(self, i: int, state: DeviceState) -> None:
+        self.temp_c[i] = state.temp_c
+        self.battery_pct[i] = state.battery_pct
+        self.state_time_s[i] = state.time_s
+
+    def state(self, i: int) -> DeviceState | None:
+        """The emulated state to start device i's next round from (None: never run)."""
+        if math.isnan(self.state_time_s[i]):
+            return None
+        return DeviceState(
+            float(self.temp_c[i]), float(self.battery_pct[i]), float(self.state_time_s[i])
+        )
+
+    def names(self, indices: Sequence[int] | np.ndarray) -> list[str]:
+        return [self.devices[int(i)].name for i in indices]

@@ -1,0 +1,21 @@
+"""Keep Flower's and Ray's log flood in the run folder, not on the console."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from flwr.common.logger import FLOWER_LOGGER
+
+
+def route_flower_logs(run_dir: Path, verbose: bool) -> logging.Handler | None:
+    """Send Flower's logger to `run_dir/flower.log`; with `verbose`, leave it on the console."""
+    if verbose:
+        return None
+    handler = logging.FileHandler(run_dir / "flower.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    for h in list(FLOWER_LOGGER.handlers):
+        FLOWER_LOGGER.removeHandler(h)
+    FLOWER_LOGGER.addHandler(handler)
+    FLOWER_LOGGER.propagate = False
+    return handler

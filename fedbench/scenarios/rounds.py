@@ -1,0 +1,31 @@
+"""Plain many-round federated learning (FedAvg, McMahan et al. 2017).
+
+Every device holds a fixed partition of the pool and trains on all of it in
+each round it is picked. Rounds follow each other back to back on the
+virtual clock; `day` is the round number so per-day reporting is per round.
+"""
+
+from __future__ import annotations
+
+from fedbench.data.source import Tensors
+from fedbench.scenarios.base import RoundSpec, Scenario, positive_int
+from fedbench.scenarios.context import DataContext
+from fedbench.scenarios.pretrain import PretrainParams
+
+
+class FederatedRounds(Scenario):
+    def __init__(
+        self, rounds: int, eval_every: int = 1, pretrain: PretrainParams | dict | None = None
+    ) -> None:
+        self.rounds = positive_int("scenario.rounds", rounds)
+        self.eval_every = positive_int("scenario.eval_every", eval_every)
+        self.pretrain = PretrainParams.from_config(pretrain)
+
+    def schedule(self) -> list[RoundSpec]:
+        return [
+            RoundSpec(r, r, 0.0, evaluate=r % self.eval_every == 0 or r == self.rounds)
+            for r in range(1, self.rounds + 1)
+        ]
+
+    def device_data(self, ctx: DataContext, device_index: int, day: int) -> Tensors:
+        return ctx.splits.pool.subset(ctx.partitions[device_index])

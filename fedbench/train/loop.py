@@ -1,0 +1,67 @@
+"""Local training and evaluation: plain PyTorch, the same on every device."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from fedbench.data.source import Tensors
+
+
+@dataclass(frozen=True)
+class TrainParams:
+    """Local SGD parameters (conf/train)."""
+
+    batch_size: int
+    local_epochs: int
+    lr: float
+    momentum: float
+    weight_decay: float
+
+
+def step_sizes(num_examples: int, batch_size: int, epochs: int) -> tuple[int, ...]:
+    """The batch size of every optimizer step: full batches, then the remainder."""
+    full, rest = divmod(num_examples, batch_size)
+    one_epoch = (batch_size,) * full + ((rest,) if rest else ())
+    return one_epoch * epochs
+
+
+def train_local(model: nn.Module, data: Tensors, params: TrainParams, seed: int) -> float:
+    """Train in place with SGD; return the mean training loss over all steps."""
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.SGD(
+        model.parameters(), lr=params.lr, momentum=params.momentum,
+        weight_decay=params.weight_decay,
+    )
+    loss_fn = nn.CrossEntropyLoss()
+    model.train()
+    total, steps = 0.0, 0
+    for _ in range(params.local_epochs):
+        order = torch.randperm(len(data), generator=generator)
+        for start in range(0, len(data), params.batch_size):
+            idx = order[start : start + params.batch_size]
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(model(data.x[idx]), data.y[idx])
+            loss.backward()
+            optimizer.step()
+            total += float(loss.detach())
+            steps += 1
+    return total / steps if steps else math.nan
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, data: Tensors, batch_size: int = 256) -> tuple[float, float]:
+    """(mean loss, accuracy) of `model` on `data`."""
+    model.eval()
+    loss_fn = nn.CrossEntropyLoss(reduction="sum")
+    loss, correct = 0.0, 0
+    for start in range(0, len(data), batch_size):
+        x, y = data.x[start : start + batch_size], data.y[start : start + batch_size]
+        logits = model(x)
+        loss += float(loss_fn(logits, y))
+        correct += int((logits.argmax(1) == y).sum())
+    n = max(len(data), 1)
+    return loss / n, correct / n

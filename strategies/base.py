@@ -1,0 +1,66 @@
+"""The base of every device-selection strategy.
+
+Selection is a strategy's only job: given the ledger (per-device history of
+RoundReports) and the virtual clock, return the devices that train this
+round. Aggregation stays Flower's. A strategy subclasses `SelectionStrategy`
+and overrides `choose`; `eligible` may be overridden to change which devices
+are considered at all.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from fedbench.errors import FedbenchError
+from fedbench.ledger import Ledger
+
+
+class SelectionStrategy(ABC):
+    """Pick `clients_per_round` devices per round from the ledger."""
+
+    def __init__(self, clients_per_round: int, seed: int = 0) -> None:
+        if isinstance(clients_per_round, bool) or not isinstance(clients_per_round, int) or (
+            clients_per_round < 1
+        ):
+            raise FedbenchError(
+                f"strategy.clients_per_round must be a positive integer, got {clients_per_round!r}"
+            )
+        self.clients_per_round = clients_per_round
+        self.rng = np.random.default_rng(seed)
+
+    def check_fleet(self, fleet_size: int) -> None:
+        """Refuse a configuration that can never fill a round."""
+        if self.clients_per_round > fleet_size:
+            raise FedbenchError(
+                f"strategy.clients_per_round={self.clients_per_round} is larger than the fleet "
+                f"({fleet_size} devices); choose 1..{fleet_size} or a larger fleet"
+            )
+
+    def select(self, ledger: Ledger, server_round: int, now_s: float) -> np.ndarray:
+        """Sorted device indices to train in `server_round` (may be fewer than asked)."""
+        eligible = self.eligible(ledger, now_s)
+        k = min(self.clients_per_round, len(eligible))
+        if k == 0:
+            return np.empty(0, dtype=np.int64)
+        chosen = np.asarray(self.choose(ledger, eligible, k, server_round, now_s))
+        return np.sort(chosen.astype(np.int64))
+
+    def eligible(self, ledger: Ledger, now_s: float) -> np.ndarray:
+        """Devices that may be picked: available ones."""
+        return np.flatnonzero(ledger.available)
+
+    @abstractmethod
+    def choose(
+        self, ledger: Ledger, eligible: np.ndarray, k: int, server_round: int, now_s: float
+    ) -> np.ndarray:
+        """Return k distinct indices out of `eligible`."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint needs to continue selection identically."""
+        return {"rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rng.bit_generator.state = state["rng"]

@@ -1,0 +1,19 @@
+"""Shared test set-up: a private cache, one torch thread, no telemetry."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # Pretrained models and workload measurements go to a per-session folder
+    # so tests neither read a developer's cache nor leave files behind.
+    if "FEDBENCH_CACHE" not in os.environ:
+        os.environ["FEDBENCH_CACHE"] = str(tmp_path_factory.mktemp("fedbench-cache"))
