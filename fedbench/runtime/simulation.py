@@ -58,6 +58,8 @@ class SimulationRuntime:
             init.update(num_cpus=os.cpu_count() or 1, _temp_dir=temp_dir,
                         object_store_memory=512 * 1024**2)
         os.environ["RAY_DEDUP_LOGS"] = "0"
+        # Ray warns on every start about a future default we do not rely on (no GPUs).
+        os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
         try:
             ray.init(**init)
             backend = {"client_resources": {"num_cpus": self.client_cpus, "num_gpus": 0.0}}

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from omegaconf import OmegaConf
 
 from fedbench.data import build_source
 from fedbench.data.partition import partition
@@ -39,7 +40,7 @@ def data_context(experiment: dict[str, Any], num_devices: int) -> DataContext:
 @functools.lru_cache(maxsize=4)
 def _build(key: str) -> DataContext:
     data, input_shape, num_devices, seed = json.loads(key)
-    source = build_source(data)
+    source = build_source(OmegaConf.create(data))
     splits = make_splits(
         source, tuple(input_shape), seed=seed,
         server_fraction=float(data["server_fraction"]),

@@ -75,6 +75,7 @@ def test_standardise_uses_train_statistics_for_all() -> None:
     train = torch.rand(50, 3, 4, 4) * torch.tensor([1.0, 5.0, 10.0]).view(1, 3, 1, 1) + 2
     test = train[:10].clone()
     s_train, s_test = standardise(train, test)
+    assert s_train is train and s_test is test  # in place: no second copy of a dataset
     assert torch.allclose(s_train.mean(dim=(0, 2, 3)), torch.zeros(3), atol=1e-5)
     assert torch.allclose(s_train.std(dim=(0, 2, 3)), torch.ones(3), atol=1e-5)
     assert torch.allclose(s_test, s_train[:10])  # same transform, not refitted
