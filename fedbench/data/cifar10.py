@@ -139,12 +139,14 @@ class Cifar10Source(DataSource):
 
     def load(self, input_shape: tuple[int, int, int]) -> tuple[Tensors, Tensors]:
         folder = self.ensure_files()
-        train = [read_batch(folder / name) for name in TRAIN_FILES]
+        batches = [read_batch(folder / name) for name in TRAIN_FILES]
+        train_y = torch.from_numpy(np.concatenate([y for _, y in batches]))
+        train_data = np.concatenate([d for d, _ in batches])
+        del batches  # the uint8 copies are dead weight next to the float images
+        train_x = _images(train_data, input_shape)
+        del train_data
         test_data, test_y = read_batch(folder / TEST_FILE)
-        train_x = _images(np.concatenate([d for d, _ in train]), input_shape)
-        test_x = _images(test_data, input_shape)
-        train_x, test_x = standardise(train_x, test_x)
-        train_y = torch.from_numpy(np.concatenate([y for _, y in train]))
+        train_x, test_x = standardise(train_x, _images(test_data, input_shape))
         return Tensors(train_x, train_y), Tensors(test_x, torch.from_numpy(test_y))
 
     def ensure_files(self) -> Path:
