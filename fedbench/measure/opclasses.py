@@ -1,0 +1,221 @@
+"""Which operator class an aten op belongs to, and what it costs.
+
+The emulator's roofline (DESIGN.md) times each operator class separately, so
+every aten op seen during a training step is put in one class and charged
+FLOPs and bytes moved. Classification table:
+
+| class         | aten ops                                                        |
+|---------------|-----------------------------------------------------------------|
+| "dense"       | ops with a formula in torch.utils.flop_counter: convolution and |
+|               | convolution_backward with groups == 1 or groups < in_channels,  |
+|               | mm, addmm, bmm, baddbmm, scaled-dot-product attention (+ bwd)   |
+| "depthwise"   | convolution / convolution_backward with groups == in_channels>1 |
+| "movement"    | _MOVEMENT below: cat, stack, clone/copy, index/gather/scatter,  |
+|               | pads, *_backward of slicing, fills and zeros, view_copy ops     |
+| "elementwise" | everything else: batch/layer/group norm, activations, pooling,  |
+|               | add/mul/div, softmax, losses, reductions, optimizer arithmetic  |
+| (free)        | views and metadata (is_view: view, t, expand, detach, ...) and  |
+|               | allocation without writes (empty*, lift_fresh, .item())         |
+
+Costs:
+- FLOPs of dense/depthwise ops come from torch.utils.flop_counter's
+  registered formulas (2 x MACs). A convolution's backward is charged the
+  forward FLOPs once per gradient it computes (output_mask: input, weight),
+  so a frozen weight or the first layer's input costs nothing.
+- FLOPs of elementwise ops are `factor x elements touched`, where elements
+  touched is the largest numel among the op's tensor inputs and outputs (so
+  a reduction is charged for its input, a broadcast add for its output) and
+  the factor is 1 unless _FLOPS_PER_ELEMENT says otherwise.
+- Movement ops do no arithmetic (0 FLOPs).
+- Bytes are a roofline proxy: bytes of every tensor read (inputs) plus every
+  tensor written (outputs and arguments the schema marks as mutated, once
+  each). A tensor's bytes are capped by its storage, so a broadcast
+  (stride-0) view is charged for the memory it really spans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten
+from torch.utils.flop_counter import conv_flop_count, flop_registry
+
+aten = torch.ops.aten
+
+# Pure data movement: copies, concatenation, gathers and memory fills.
+_MOVEMENT: frozenset[str] = frozenset(
+    {
+        "cat", "stack", "clone", "copy", "copy_", "_to_copy", "_copy_from",
+        "contiguous", "index", "index_select", "gather", "scatter", "scatter_add",
+        "scatter_add_", "scatter_", "index_put", "index_put_", "_unsafe_index",
+        "_index_put_impl_", "index_add", "index_add_", "embedding",
+        "embedding_dense_backward", "constant_pad_nd", "reflection_pad1d",
+        "reflection_pad2d", "reflection_pad3d", "replication_pad1d",
+        "replication_pad2d", "replication_pad3d", "reflection_pad2d_backward",
+        "replication_pad2d_backward", "slice_backward", "select_backward",
+        "index_select_backward", "unfold_backward", "diagonal_backward",
+        "as_strided_scatter", "slice_scatter", "select_scatter", "repeat", "roll",
+        "flip", "im2col", "col2im", "zeros", "zeros_like", "ones", "ones_like",
+        "full", "full_like", "new_zeros", "new_ones", "new_full", "fill", "fill_",
+        "zero_", "masked_scatter", "narrow_copy", "pixel_shuffle", "pixel_unshuffle",
+        "channel_shuffle",
+    }
+)  # fmt: skip
+
+# Ops that only allocate or read metadata: no FLOPs, no traffic.
+_FREE: frozenset[str] = frozenset(
+    {
+        "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+        "lift_fresh", "_local_scalar_dense", "resize_", "set_", "alias", "detach",
+        "_record_function_enter_new", "_record_function_exit", "sym_size",
+        "sym_stride", "sym_numel", "sym_storage_offset",
+    }
+)  # fmt: skip
+
+# Arithmetic per touched element where it is clearly above one. Estimates of
+# the textbook algorithm, e.g. batch norm forward: sum and sum of squares for
+# the statistics (3) plus a fused scale-and-shift (2).
+_FLOPS_PER_ELEMENT: dict[str, float] = {
+    "native_batch_norm": 5.0,
+    "_native_batch_norm_legit": 5.0,
+    "_native_batch_norm_legit_functional": 5.0,
+    "_native_batch_norm_legit_no_training": 2.0,
+    "native_batch_norm_backward": 8.0,
+    "native_layer_norm": 5.0,
+    "native_layer_norm_backward": 8.0,
+    "native_group_norm": 5.0,
+    "native_group_norm_backward": 8.0,
+    "_softmax": 5.0,
+    "_log_softmax": 5.0,
+    "_softmax_backward_data": 3.0,
+    "_log_softmax_backward_data": 3.0,
+    "addcmul": 2.0,
+    "addcmul_": 2.0,
+    "addcdiv": 2.0,
+    "addcdiv_": 2.0,
+    "lerp": 2.0,
+    "lerp_": 2.0,
+    "gelu": 4.0,
+    "gelu_backward": 6.0,
+    "silu": 4.0,
+    "silu_backward": 6.0,
+    "sigmoid": 4.0,
+    "tanh": 4.0,
+    "hardswish": 4.0,
+    "hardswish_backward": 4.0,
+}
+
+_CONV_OPS: dict[str, tuple[int, int]] = {
+    # op name -> (index of the conv input tensor, index of `groups`)
+    "convolution": (0, 8),
+    "_convolution": (0, 8),
+    "convolution_backward": (1, 9),
+}
+
+
+@dataclass(frozen=True)
+class OpCharge:
+    """What one call of one aten op costs; `op_class` None means free."""
+
+    op_class: str | None
+    flops: float
+    bytes: float
+
+
+_NO_CHARGE = OpCharge(None, 0.0, 0.0)
+
+
+def _tensors(tree: Any) -> list[torch.Tensor]:
+    leaves, _ = tree_flatten(tree)
+    return [x for x in leaves if isinstance(x, torch.Tensor)]
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """Bytes an op touches reading or writing `t`, capped by its storage."""
+    logical = t.numel() * t.element_size()
+    if t.device.type == "meta":
+        return logical
+    return min(logical, t.untyped_storage().nbytes())
+
+
+def _mutated(
+    func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[Any]:
+    out: list[Any] = []
+    for i, arg in enumerate(func._schema.arguments):
+        if arg.alias_info is not None and arg.alias_info.is_write:
+            out.append(args[i] if i < len(args) else kwargs.get(arg.name))
+    return out
+
+
+def _unique(tensors: Iterable[torch.Tensor]) -> list[torch.Tensor]:
+    seen: set[int] = set()
+    kept = []
+    for t in tensors:
+        if id(t) not in seen:
+            seen.add(id(t))
+            kept.append(t)
+    return kept
+
+
+def _elements_touched(
+    func: torch._ops.OpOverload, reads: list[torch.Tensor], writes: list[torch.Tensor]
+) -> int:
+    # A foreach op is one kernel over a list of tensors: it touches them all.
+    if func._overloadpacket.__name__.startswith("_foreach_"):
+        return sum(t.numel() for t in (writes or reads))
+    return max((t.numel() for t in reads + writes), default=0)
+
+
+def _conv_backward_flops(args: tuple[Any, ...]) -> float:
+    # Each requested gradient (input, weight) does one multiply-add per
+    # forward multiply-add. flop_counter's own backward formula ignores
+    # `groups` for the weight gradient, overcounting a depthwise conv by
+    # its channel count.
+    grad_out, x, w = args[0], args[1], args[2]
+    transposed, mask = bool(args[7]), args[10]
+    forward = conv_flop_count(list(x.shape), list(w.shape), list(grad_out.shape), transposed)
+    return float(forward * (int(mask[0]) + int(mask[1])))
+
+
+def classify(func: torch._ops.OpOverload, args: tuple[Any, ...]) -> str | None:
+    """The op class of one call (None = free); see the module table."""
+    name = func._overloadpacket.__name__
+    if func.namespace != "aten" or func.is_view or name in _FREE:
+        return None
+    if name in _CONV_OPS:
+        x_index, groups_index = _CONV_OPS[name]
+        groups = int(args[groups_index])
+        channels = int(args[x_index].shape[1])
+        return "depthwise" if 1 < groups == channels else "dense"
+    if func._overloadpacket in flop_registry:
+        return "dense"
+    if name in _MOVEMENT or torch.Tag.view_copy in func.tags:
+        return "movement"
+    return "elementwise"
+
+
+def charge(
+    func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+) -> OpCharge:
+    """FLOPs and bytes of one executed call `out = func(*args, **kwargs)`."""
+    op_class = classify(func, args)
+    if op_class is None:
+        return _NO_CHARGE
+    reads = _unique(_tensors((args, kwargs)))
+    writes = _unique(_tensors(out) + _tensors(_mutated(func, args, kwargs)))
+    moved = float(sum(tensor_bytes(t) for t in reads) + sum(tensor_bytes(t) for t in writes))
+    if func._overloadpacket is aten.convolution_backward:
+        flops = _conv_backward_flops(args)
+    elif op_class in ("dense", "depthwise"):
+        formula = flop_registry[func._overloadpacket]
+        flops = float(formula(*args, **kwargs, out_val=out))
+    elif op_class == "movement":
+        flops = 0.0
+    else:
+        touched = _elements_touched(func, reads, writes)
+        flops = _FLOPS_PER_ELEMENT.get(func._overloadpacket.__name__, 1.0) * touched
+    return OpCharge(op_class, flops, moved)
