@@ -20,7 +20,14 @@ EXPERIMENT_KEY = "fedbench-config"
 
 # Config groups that must be present after composition (DESIGN.md, conf/).
 REQUIRED_GROUPS: tuple[str, ...] = (
-    "data", "model", "fleet", "strategy", "scenario", "train", "runtime", "report",
+    "data",
+    "model",
+    "fleet",
+    "strategy",
+    "scenario",
+    "train",
+    "runtime",
+    "report",
 )
 
 
@@ -33,7 +40,7 @@ def resolve(cfg: DictConfig) -> dict[str, Any]:
     missing = [g for g in REQUIRED_GROUPS if g not in container]
     if missing:
         raise FedbenchError(f"config is missing the group(s): {', '.join(missing)}")
-    return container
+    return {str(k): v for k, v in container.items()}
 
 
 def to_flower(experiment: dict[str, Any]) -> ConfigRecord:

@@ -62,8 +62,7 @@ def expand_fleet(fleet: Mapping[str, Any]) -> tuple[DeviceSpec, ...]:
 def _scaled(counts: list[tuple[str, int]], scale: object) -> list[tuple[str, int]]:
     if isinstance(scale, bool) or not isinstance(scale, int) or scale < len(counts):
         raise FedbenchError(
-            f"fleet.scale must be an integer >= the number of groups ({len(counts)}), "
-            f"got {scale!r}"
+            f"fleet.scale must be an integer >= the number of groups ({len(counts)}), got {scale!r}"
         )
     total = sum(c for _, c in counts)
     exact = [c * scale / total for _, c in counts]

@@ -57,9 +57,18 @@ class Ledger:
         self.last_status = np.full(n, NEVER, dtype=np.int64)
         self.failures = np.zeros(n, dtype=np.int64)
         for name in (
-            "latency_s", "round_trip_s", "energy_j", "avg_power_w", "peak_mem_mb",
-            "mem_budget_mb", "temp_c", "battery_pct", "state_time_s", "train_loss",
-            "num_examples", "utility",
+            "latency_s",
+            "round_trip_s",
+            "energy_j",
+            "avg_power_w",
+            "peak_mem_mb",
+            "mem_budget_mb",
+            "temp_c",
+            "battery_pct",
+            "state_time_s",
+            "train_loss",
+            "num_examples",
+            "utility",
         ):
             setattr(self, name, nan())
         self.total_energy_j = np.zeros(n)
@@ -77,8 +86,15 @@ class Ledger:
             self.last_status[i] = STATUS_CODE[r.status]
             if not math.isnan(r.energy_j):
                 self.total_energy_j[i] += r.energy_j
-            for name in ("latency_s", "round_trip_s", "energy_j", "avg_power_w",
-                         "peak_mem_mb", "mem_budget_mb", "battery_pct"):
+            for name in (
+                "latency_s",
+                "round_trip_s",
+                "energy_j",
+                "avg_power_w",
+                "peak_mem_mb",
+                "mem_budget_mb",
+                "battery_pct",
+            ):
                 value = getattr(r, name)
                 if not math.isnan(value):
                     getattr(self, name)[i] = value

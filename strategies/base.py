@@ -22,8 +22,10 @@ class SelectionStrategy(ABC):
     """Pick `clients_per_round` devices per round from the ledger."""
 
     def __init__(self, clients_per_round: int, seed: int = 0) -> None:
-        if isinstance(clients_per_round, bool) or not isinstance(clients_per_round, int) or (
-            clients_per_round < 1
+        if (
+            isinstance(clients_per_round, bool)
+            or not isinstance(clients_per_round, int)
+            or (clients_per_round < 1)
         ):
             raise FedbenchError(
                 f"strategy.clients_per_round must be a positive integer, got {clients_per_round!r}"

@@ -15,5 +15,11 @@ def run_fedbench(
     if run_dir is not None:
         cmd.append(f"hydra.run.dir={run_dir}")
     env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env,
-                          cwd=run_dir.parent if run_dir is not None else None)
+    return subprocess.run(
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=run_dir.parent if run_dir is not None else None,
+    )

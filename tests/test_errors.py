@@ -13,13 +13,17 @@ CASES = [
     (["strategy=nope"], ["strategy/nope", "random"]),
     (["model=nope"], ["model/nope", "densenet40"]),
     (["data=nope"], ["data/nope", "digits", "cifar10"]),
-    (["strategy.clients_per_round=9"],
-     ["clients_per_round=9 is larger than the fleet (4 devices)", "1..4"]),
+    (
+        ["strategy.clients_per_round=9"],
+        ["clients_per_round=9 is larger than the fleet (4 devices)", "1..4"],
+    ),
     (["strategy.clients_per_round=0"], ["clients_per_round must be a positive integer, got 0"]),
     (["scenario.days=0"], ["scenario.days must be a positive integer, got 0"]),
     (["scenario.days=-3"], ["scenario.days must be a positive integer, got -3"]),
-    (["scenario.new_samples_per_day=0"],
-     ["scenario.new_samples_per_day must be a positive integer, got 0"]),
+    (
+        ["scenario.new_samples_per_day=0"],
+        ["scenario.new_samples_per_day must be a positive integer, got 0"],
+    ),
     (["+scenario.colour=red"], ["scenario", "colour"]),
     (["fleet.devices.0.count=0"], ["fleet.devices[0].count must be a positive integer"]),
 ]
@@ -38,8 +42,11 @@ def test_bad_input_is_one_clear_error(
 
 def test_missing_cifar_names_the_data_root(tmp_path: Path) -> None:
     root = tmp_path / "no-cifar-here"
-    proc = run_fedbench(["data=cifar10", f"data.source.root={root}", "data.source.download=false"],
-                        tmp_path / "run", timeout=120)
+    proc = run_fedbench(
+        ["data=cifar10", f"data.source.root={root}", "data.source.download=false"],
+        tmp_path / "run",
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert "data.source.root" in proc.stderr and str(root) in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr

@@ -15,8 +15,9 @@ def test_expansion_names_and_indices() -> None:
 
 
 def test_scale_keeps_the_mix() -> None:
-    fleet = expand_fleet({"devices": [{"profile": "a", "count": 3}, {"profile": "b", "count": 1}],
-                          "scale": 1000})
+    fleet = expand_fleet(
+        {"devices": [{"profile": "a", "count": 3}, {"profile": "b", "count": 1}], "scale": 1000}
+    )
     counts = Counter(d.profile for d in fleet)
     assert len(fleet) == 1000 and counts["a"] == 750 and counts["b"] == 250
 

@@ -14,8 +14,19 @@ def test_record_folds_reports_in() -> None:
     devices = expand_fleet({"devices": [{"profile": "host", "count": 3}]})
     ledger = Ledger(devices)
     index_of = {d.name: d.index for d in devices}
-    ok = RoundReport(1, 1, 5, "host-000", "host", "host", "ok", num_examples=32, train_loss=0.5,
-                     latency_s=2.0, energy_j=4.0)
+    ok = RoundReport(
+        1,
+        1,
+        5,
+        "host-000",
+        "host",
+        "host",
+        "ok",
+        num_examples=32,
+        train_loss=0.5,
+        latency_s=2.0,
+        energy_j=4.0,
+    )
     oom = RoundReport(1, 1, 6, "host-002", "host", "host", "oom", peak_mem_mb=900.0)
     ledger.record([ok, oom], index_of)
     assert ledger.participation.tolist() == [1, 0, 0]

@@ -21,7 +21,15 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
-from fedbench.app.protocol import ARRAYS, CONFIG, IDENTITY, METRICS, NUM_EXAMPLES, Identity, TrainTask
+from fedbench.app.protocol import (
+    ARRAYS,
+    CONFIG,
+    IDENTITY,
+    METRICS,
+    NUM_EXAMPLES,
+    Identity,
+    TrainTask,
+)
 from fedbench.config import from_flower
 from fedbench.devices.meter import Cost, Meter, TrainJob
 from fedbench.devices.meters import make_meter
@@ -36,8 +44,11 @@ app = ClientApp()
 def build_model(experiment: DictConfig | dict[str, Any]) -> nn.Module:
     """The experiment's model, freshly initialised (seeded by the caller)."""
     net = experiment["model"]["net"]
-    return instantiate(OmegaConf.create(OmegaConf.to_container(net)) if isinstance(net, DictConfig)
-                       else OmegaConf.create(net))
+    return instantiate(
+        OmegaConf.create(OmegaConf.to_container(net))
+        if isinstance(net, DictConfig)
+        else OmegaConf.create(net)
+    )
 
 
 @functools.lru_cache(maxsize=4)
@@ -64,8 +75,13 @@ def meter_of(experiment: DictConfig, device: DeviceSpec) -> Meter:
     import json
 
     knobs = experiment["fleet"].get("knobs") or {}
-    return _meter(device.profile, json.dumps(OmegaConf.to_container(knobs) if isinstance(
-        knobs, DictConfig) else knobs, sort_keys=True))
+    return _meter(
+        device.profile,
+        json.dumps(
+            OmegaConf.to_container(knobs) if isinstance(knobs, DictConfig) else knobs,
+            sort_keys=True,
+        ),
+    )
 
 
 def _partition_id(context: Context) -> int:
@@ -79,7 +95,9 @@ def identify(msg: Message, context: Context) -> Message:
     experiment = from_flower(msg.content.config_records[CONFIG])
     pid = _partition_id(context)
     fleet = fleet_of(experiment)
-    device = fleet[pid] if 0 <= pid < len(fleet) else DeviceSpec(pid, f"node-{context.node_id}", "host")
+    device = (
+        fleet[pid] if 0 <= pid < len(fleet) else DeviceSpec(pid, f"node-{context.node_id}", "host")
+    )
     identity = Identity(pid, device.name, device.profile, meter_of(experiment, device).kind)
     return Message(RecordDict({IDENTITY: identity.to_config()}), reply_to=msg)
 
@@ -94,8 +112,13 @@ def train(msg: Message, context: Context) -> Message:
     meter = meter_of(experiment, device)
     torch.set_num_threads(int(experiment["runtime"].get("client_cpus", 1)))
     base = RoundReport(
-        round=task.round, day=task.day, node=context.node_id, device=device.name,
-        profile=device.profile, kind=meter.kind, status="ok",
+        round=task.round,
+        day=task.day,
+        node=context.node_id,
+        device=device.name,
+        profile=device.profile,
+        kind=meter.kind,
+        status="ok",
     )
     arrays: ArrayRecord | None = None
     try:
@@ -121,15 +144,24 @@ def train(msg: Message, context: Context) -> Message:
 
 
 def _train(
-    experiment: DictConfig, task: TrainTask, device: DeviceSpec, meter: Meter,
-    model: nn.Module, base: RoundReport,
+    experiment: DictConfig,
+    task: TrainTask,
+    device: DeviceSpec,
+    meter: Meter,
+    model: nn.Module,
+    base: RoundReport,
 ) -> tuple[RoundReport, bool]:
     scenario = instantiate(experiment["scenario"])
     ctx = data_context(OmegaConf.to_container(experiment), len(fleet_of(experiment)))  # type: ignore[arg-type]
     data = scenario.device_data(ctx, task.device_index, task.day)
     t = experiment["train"]
-    params = TrainParams(int(t.batch_size), int(t.local_epochs), float(t.lr), float(t.momentum),
-                         float(t.weight_decay))
+    params = TrainParams(
+        int(t.batch_size),
+        int(t.local_epochs),
+        float(t.lr),
+        float(t.momentum),
+        float(t.weight_decay),
+    )
     job = TrainJob(
         model_name=str(experiment["model"]["name"]),
         input_shape=tuple(int(v) for v in experiment["model"]["input_shape"]),
@@ -146,11 +178,25 @@ def _train(
 
 def _report(base: RoundReport, cost: Cost, n: int, loss: float | None) -> RoundReport:
     comm = 0.0 if math.isnan(cost.comm_s) else cost.comm_s
-    fields = {k: getattr(cost, k) for k in (
-        "status", "reason", "latency_s", "comm_s", "energy_j", "avg_power_w", "peak_mem_mb",
-        "mem_budget_mb", "plan", "temp_c_start", "temp_c_end", "freq_ghz_avg",
-        "throttled_frac", "battery_pct",
-    )}
+    fields = {
+        k: getattr(cost, k)
+        for k in (
+            "status",
+            "reason",
+            "latency_s",
+            "comm_s",
+            "energy_j",
+            "avg_power_w",
+            "peak_mem_mb",
+            "mem_budget_mb",
+            "plan",
+            "temp_c_start",
+            "temp_c_end",
+            "freq_ghz_avg",
+            "throttled_frac",
+            "battery_pct",
+        )
+    }
     fields["round_trip_s"] = cost.latency_s + comm if not math.isnan(cost.latency_s) else comm
     fields["num_examples"] = n if cost.status == "ok" else 0
     fields["train_loss"] = math.nan if loss is None else loss

@@ -20,9 +20,9 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from fedbench.app.client_app import build_model
+from fedbench.app.protocol import TrainTask
 from fedbench.app.registry import register_fleet
 from fedbench.app.strategy import FleetFedAvg
-from fedbench.app.protocol import TrainTask
 from fedbench.config import to_flower
 from fedbench.devices.meter import DeviceState
 from fedbench.fleet import expand_fleet
@@ -50,12 +50,15 @@ def run_experiment(grid: Grid, experiment: dict[str, Any], run_dir: Path) -> dic
         )
         model = build_model(experiment)
         model.load_state_dict(state)
-        _progress(f"pretrained {experiment['model']['name']} "
-                  f"({'cache' if cached else f'{scenario.pretrain.epochs} epochs'}); "
-                  f"waiting for {len(devices)} devices")
+        _progress(
+            f"pretrained {experiment['model']['name']} "
+            f"({'cache' if cached else f'{scenario.pretrain.epochs} epochs'}); "
+            f"waiting for {len(devices)} devices"
+        )
         record = to_flower(experiment)
-        node_of = register_fleet(grid, devices, record,
-                                 float(experiment["runtime"]["wait_for_nodes_s"]))
+        node_of = register_fleet(
+            grid, devices, record, float(experiment["runtime"]["wait_for_nodes_s"])
+        )
         ledger = Ledger(devices)
         strategy = FleetFedAvg(selector, ledger, node_of, record)
         index_of = {d.name: d.index for d in devices}
@@ -68,11 +71,13 @@ def run_experiment(grid: Grid, experiment: dict[str, Any], run_dir: Path) -> dic
         for spec in scenario.schedule():
             now_s = max(now_s, spec.earliest_start_s)
             task = TrainTask(spec.round, spec.day, -1, now_s, None)
+            round_start = time.perf_counter()
             replies = grid.send_and_receive(
                 list(strategy.configure_train(spec.round, arrays, task.to_config(), grid)),
                 timeout=timeout,
             )
             new_arrays, _ = strategy.aggregate_train(spec.round, replies)
+            round_wall = time.perf_counter() - round_start
             reports = strategy.reports
             writer.rounds(reports)
             ledger.record(reports, index_of)
@@ -83,8 +88,17 @@ def run_experiment(grid: Grid, experiment: dict[str, Any], run_dir: Path) -> dic
             if spec.evaluate:
                 model.load_state_dict(arrays.to_torch_state_dict())
                 loss, acc = evaluate(model, ctx.splits.test)
-                writer.day(DayResult(spec.day, spec.round, acc, loss, now_s,
-                                     time.perf_counter() - wall_start))
+                writer.day(
+                    DayResult(
+                        spec.day,
+                        spec.round,
+                        acc,
+                        loss,
+                        now_s,
+                        time.perf_counter() - wall_start,
+                        round_wall,
+                    )
+                )
                 ok = sum(r.status == "ok" for r in reports)
                 _progress(
                     f"day {spec.day}: accuracy {100 * acc:.2f}% | round {spec.round} | "
@@ -96,8 +110,10 @@ def run_experiment(grid: Grid, experiment: dict[str, Any], run_dir: Path) -> dic
         raise
     summary = writer.finish("completed")
     first, last = summary["day0_accuracy"], summary["final_accuracy"]
-    _progress(f"done: day {summary['final_day']} accuracy {100 * last:.2f}% "
-              f"vs day 0 {100 * first:.2f}% -> {run_dir}")
+    _progress(
+        f"done: day {summary['final_day']} accuracy {100 * last:.2f}% "
+        f"vs day 0 {100 * first:.2f}% -> {run_dir}"
+    )
     return summary
 
 
@@ -126,5 +142,3 @@ def _clock(seconds: float) -> str:
 
 def _progress(line: str) -> None:
     print(f"[fedbench] {line}", file=sys.stderr, flush=True)
-
-

@@ -76,14 +76,22 @@ class Identity:
 
     def to_config(self) -> ConfigRecord:
         return ConfigRecord(
-            {"partition-id": self.partition_id, "device": self.device,
-             "profile": self.profile, "kind": self.kind}
+            {
+                "partition-id": self.partition_id,
+                "device": self.device,
+                "profile": self.profile,
+                "kind": self.kind,
+            }
         )
 
     @classmethod
     def from_config(cls, record: ConfigRecord) -> Identity:
         try:
-            return cls(int(record["partition-id"]), str(record["device"]),  # type: ignore[arg-type]
-                       str(record["profile"]), str(record["kind"]))
+            return cls(
+                int(record["partition-id"]),  # type: ignore[arg-type]
+                str(record["device"]),
+                str(record["profile"]),
+                str(record["kind"]),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise FedbenchError(f"malformed client reply: bad identity ({exc})") from None

@@ -97,7 +97,7 @@ class FleetFedAvg(FedAvg):
     ) -> tuple[RoundReport, RecordDict | None]:
         index = self._picked[node]
         if msg.has_error():
-            return self._empty(server_round, index, "failed", msg.error.reason[:500]), None
+            return self._empty(server_round, index, "failed", str(msg.error.reason)[:500]), None
         content = msg.content
         try:
             report = from_record(content.config_records[RECORD_KEY], node=node)
@@ -105,7 +105,9 @@ class FleetFedAvg(FedAvg):
             return self._empty(server_round, index, "failed", f"malformed reply: {exc}"), None
         if report.device != self.ledger.devices[index].name:
             return self._empty(
-                server_round, index, "failed",
+                server_round,
+                index,
+                "failed",
                 f"reply names device {report.device!r}, expected "
                 f"{self.ledger.devices[index].name!r}",
             ), None
@@ -119,8 +121,14 @@ class FleetFedAvg(FedAvg):
         device = self.ledger.devices[index]
         day = self._task.day if self._task else server_round
         return RoundReport(
-            round=server_round, day=day, node=self.node_of[index], device=device.name,
-            profile=device.profile, kind="unknown", status=status, reason=reason,
+            round=server_round,
+            day=day,
+            node=self.node_of[index],
+            device=device.name,
+            profile=device.profile,
+            kind="unknown",
+            status=status,
+            reason=reason,
         )
 
 
@@ -140,4 +148,3 @@ def _bad_update(arrays: ArrayRecord, reference: ArrayRecord | None) -> str:
         if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
             return f"update has NaN/Inf in '{key}'"
     return ""
-

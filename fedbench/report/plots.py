@@ -18,8 +18,13 @@ if TYPE_CHECKING:
 def accuracy_vs_day(days: Sequence[DayResult], path: Path, title: str = "") -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot([d.day for d in days], [100 * d.accuracy for d in days], marker="o")
-    ax.axhline(100 * days[0].accuracy, color="grey", linestyle="--", linewidth=1,
-               label=f"day 0 (pretrained): {100 * days[0].accuracy:.2f}%")
+    ax.axhline(
+        100 * days[0].accuracy,
+        color="grey",
+        linestyle="--",
+        linewidth=1,
+        label=f"day 0 (pretrained): {100 * days[0].accuracy:.2f}%",
+    )
     ax.set_xlabel("day")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(title or "accuracy per day")

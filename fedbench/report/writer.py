@@ -29,7 +29,8 @@ class DayResult:
     accuracy: float
     loss: float
     virtual_time_s: float
-    host_wall_s: float
+    host_wall_s: float  # since the run started
+    round_wall_s: float = 0.0  # host seconds of the round's send, train, receive and aggregate
 
 
 class RunWriter:
@@ -70,8 +71,11 @@ class RunWriter:
         if plots and self.days:
             from fedbench.report.plots import accuracy_vs_day
 
-            accuracy_vs_day(self.days, self.run_dir / "accuracy_vs_day.png",
-                            title=str(self.meta.get("name", "")))
+            accuracy_vs_day(
+                self.days,
+                self.run_dir / "accuracy_vs_day.png",
+                title=str(self.meta.get("name", "")),
+            )
         return summary
 
     def _flush(self) -> None:

@@ -10,6 +10,8 @@ from flwr.common.logger import FLOWER_LOGGER
 
 def route_flower_logs(run_dir: Path, verbose: bool) -> logging.Handler | None:
     """Send Flower's logger to `run_dir/flower.log`; with `verbose`, leave it on the console."""
+    # Flower's state database logs its migrations at INFO through alembic.
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     if verbose:
         return None
     handler = logging.FileHandler(run_dir / "flower.log")

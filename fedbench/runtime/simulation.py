@@ -30,8 +30,10 @@ class SimulationRuntime:
     round_timeout_s: float = 3600.0
 
     def __post_init__(self) -> None:
-        if isinstance(self.client_cpus, bool) or not isinstance(self.client_cpus, int) or (
-            self.client_cpus < 1
+        if (
+            isinstance(self.client_cpus, bool)
+            or not isinstance(self.client_cpus, int)
+            or (self.client_cpus < 1)
         ):
             raise FedbenchError(
                 f"runtime.client_cpus must be a positive integer, got {self.client_cpus!r}"
@@ -50,13 +52,17 @@ class SimulationRuntime:
         # (~107 chars), so it lives under the system temp dir, not the run folder.
         own_tmp = self.ray_temp_dir is None
         temp_dir = self.ray_temp_dir or tempfile.mkdtemp(prefix="fbray-")
-        init: dict[str, Any] = {"include_dashboard": False, "log_to_driver": verbose,
-                                "logging_level": "INFO" if verbose else "ERROR"}
+        init: dict[str, Any] = {
+            "include_dashboard": False,
+            "log_to_driver": verbose,
+            "logging_level": "INFO" if verbose else "ERROR",
+        }
         if self.ray_address:
             init["address"] = self.ray_address
         else:
-            init.update(num_cpus=os.cpu_count() or 1, _temp_dir=temp_dir,
-                        object_store_memory=512 * 1024**2)
+            init.update(
+                num_cpus=os.cpu_count() or 1, _temp_dir=temp_dir, object_store_memory=512 * 1024**2
+            )
         os.environ["RAY_DEDUP_LOGS"] = "0"
         # Ray warns on every start about a future default we do not rely on (no GPUs).
         os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")

@@ -42,13 +42,18 @@ def _build(key: str) -> DataContext:
     data, input_shape, num_devices, seed = json.loads(key)
     source = build_source(OmegaConf.create(data))
     splits = make_splits(
-        source, tuple(input_shape), seed=seed,
+        source,
+        tuple(input_shape),
+        seed=seed,
         server_fraction=float(data["server_fraction"]),
         test_fraction=float(data["test_fraction"]),
     )
     scheme = data["partition"]
     parts = partition(
-        splits.pool.y.numpy(), num_devices, scheme=scheme["scheme"],
-        alpha=float(scheme.get("alpha", 0.5)), seed=seed,
+        splits.pool.y.numpy(),
+        num_devices,
+        scheme=scheme["scheme"],
+        alpha=float(scheme.get("alpha", 0.5)),
+        seed=seed,
     )
     return DataContext(splits, tuple(parts), int(data["num_classes"]), bool(data["augment"]), seed)

@@ -31,12 +31,12 @@ class DailyScenario(Scenario):
         pretrain: PretrainParams | dict | None = None,
     ) -> None:
         self.days = positive_int("scenario.days", days)
-        self.new_samples_per_day = positive_int(
-            "scenario.new_samples_per_day", new_samples_per_day
-        )
+        self.new_samples_per_day = positive_int("scenario.new_samples_per_day", new_samples_per_day)
         self.rounds_per_day = positive_int("scenario.rounds_per_day", rounds_per_day)
         if isinstance(replay_days, bool) or not isinstance(replay_days, int) or replay_days < 0:
-            raise FedbenchError(f"scenario.replay_days must be an integer >= 0, got {replay_days!r}")
+            raise FedbenchError(
+                f"scenario.replay_days must be an integer >= 0, got {replay_days!r}"
+            )
         self.replay_days = replay_days
         if not 0.0 <= float(start_hour) < 24.0:
             raise FedbenchError(f"scenario.start_hour must be in [0, 24), got {start_hour!r}")
@@ -44,7 +44,7 @@ class DailyScenario(Scenario):
         self.pretrain = PretrainParams.from_config(pretrain)
 
     def schedule(self) -> list[RoundSpec]:
-        rounds = []
+        rounds: list[RoundSpec] = []
         for day in range(1, self.days + 1):
             for r in range(self.rounds_per_day):
                 start = (day - 1) * DAY_S + self.start_hour * 3600.0 if r == 0 else 0.0

@@ -79,8 +79,9 @@ def pretrained_state(
         train_local(
             model,
             ctx.splits.server,
-            TrainParams(params.batch_size, params.epochs, params.lr, params.momentum,
-                        params.weight_decay),
+            TrainParams(
+                params.batch_size, params.epochs, params.lr, params.momentum, params.weight_decay
+            ),
             seed=experiment["seed"],
         )
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}

@@ -33,7 +33,9 @@ def train_local(model: nn.Module, data: Tensors, params: TrainParams, seed: int)
     """Train in place with SGD; return the mean training loss over all steps."""
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.SGD(
-        model.parameters(), lr=params.lr, momentum=params.momentum,
+        model.parameters(),
+        lr=params.lr,
+        momentum=params.momentum,
         weight_decay=params.weight_decay,
     )
     loss_fn = nn.CrossEntropyLoss()

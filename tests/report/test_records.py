@@ -10,8 +10,19 @@ from fedbench.report.records import CSV_FIELDS, RoundReport, from_record, to_rec
 
 
 def _report(**kw: object) -> RoundReport:
-    base = dict(round=3, day=2, node=17, device="rpi4-000", profile="rpi4", kind="emulated",
-                status="ok", num_examples=64, train_loss=0.5, latency_s=1.25, plan="bs16")
+    base = dict(
+        round=3,
+        day=2,
+        node=17,
+        device="rpi4-000",
+        profile="rpi4",
+        kind="emulated",
+        status="ok",
+        num_examples=64,
+        train_loss=0.5,
+        latency_s=1.25,
+        plan="bs16",
+    )
     base.update(kw)
     return RoundReport(**base)  # type: ignore[arg-type]
 

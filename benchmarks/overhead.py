@@ -1,0 +1,116 @@
+"""Framework overhead: one round through fedbench vs. a plain PyTorch loop.
+
+Both sides train the same N devices, on the same data (each device's day-d
+samples of the daily scenario), from the same global weights, with the same
+local SGD, then average the updates. fedbench goes through Flower's
+simulation engine on Ray (messages, serialisation, actors, records); the
+plain loop trains the devices one after another in this process with all
+cores. Each side runs `--rounds` rounds; the first is warm-up (actor start,
+first-touch allocations) and excluded. Reported: median round wall time of
+each side and their ratio, measured side by side in one run.
+
+    python benchmarks/overhead.py --devices 4 --rounds 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+OVERRIDES = [
+    "model=densenet40",
+    "scenario=daily",
+    "scenario.pretrain.epochs=0",
+    "train.batch_size=16",
+    "train.local_epochs=1",
+]
+
+
+def fedbench_rounds(devices: int, rounds: int, out: Path) -> tuple[list[float], dict]:
+    run_dir = out / "fedbench"
+    cmd = [
+        sys.executable,
+        "-m",
+        "fedbench",
+        *OVERRIDES,
+        f"scenario.days={rounds}",
+        f"fleet.devices.0.count={devices}",
+        f"strategy.clients_per_round={devices}",
+        f"hydra.run.dir={run_dir}",
+    ]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    experiment = yaml.safe_load((run_dir / "config.yaml").read_text())
+    return [d["round_wall_s"] for d in summary["days"][1:]], experiment
+
+
+def plain_rounds(experiment: dict, devices: int, rounds: int) -> list[float]:
+    from fedbench.app.client_app import build_model
+    from fedbench.scenarios.context import data_context
+    from fedbench.scenarios.daily import DailyScenario
+    from fedbench.train.loop import TrainParams, train_local
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    ctx = data_context(experiment, devices)
+    scenario = DailyScenario(**{k: v for k, v in experiment["scenario"].items() if k != "_target_"})
+    t = experiment["train"]
+    params = TrainParams(
+        t["batch_size"], t["local_epochs"], t["lr"], t["momentum"], t["weight_decay"]
+    )
+    torch.manual_seed(0)
+    global_state = build_model(experiment).state_dict()
+    times = []
+    for day in range(1, rounds + 1):
+        start = time.perf_counter()
+        updates, sizes = [], []
+        for i in range(devices):
+            model = build_model(experiment)
+            model.load_state_dict(global_state)
+            data = scenario.device_data(ctx, i, day)
+            train_local(model, data, params, seed=day * 100 + i)
+            updates.append(model.state_dict())
+            sizes.append(len(data))
+        total = sum(sizes)
+        global_state = {
+            k: sum(u[k].double() * (n / total) for u, n in zip(updates, sizes, strict=True)).to(
+                updates[0][k].dtype
+            )
+            for k in updates[0]
+        }
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--devices", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=4)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        fb, experiment = fedbench_rounds(args.devices, args.rounds, Path(tmp))
+        plain = plain_rounds(experiment, args.devices, args.rounds)
+    fb_med, plain_med = statistics.median(fb[1:]), statistics.median(plain[1:])
+    print(
+        f"devices={args.devices} model=densenet40 samples/device/round="
+        f"{experiment['scenario']['new_samples_per_day']} batch={experiment['train']['batch_size']}"
+    )
+    print(f"fedbench rounds (s): {', '.join(f'{t:.2f}' for t in fb)}")
+    print(f"plain    rounds (s): {', '.join(f'{t:.2f}' for t in plain)}")
+    print(
+        f"median after warm-up: fedbench {fb_med:.2f}s, plain {plain_med:.2f}s, "
+        f"ratio {fb_med / plain_med:.3f} (target <= 1.15)"
+    )
+
+
+if __name__ == "__main__":
+    main()

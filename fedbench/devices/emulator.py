@@ -1,0 +1,182 @@
+"""The device emulator: what a sequence of training steps costs on a profiled device.
+
+`emulate` is a pure function of the profile, the measured workloads, the
+device's state and the knobs - no wall clock, no host measurement - so the
+same experiment gives the same figures on any machine. It checks memory
+(peak of the workload's terms against the profile's training budget: over
+it is `oom` and nothing runs), then integrates the steps through the
+thermal model (step costs from `fedbench.devices.step` at each throttle
+level's clocks), and drains the battery by the energy used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from fedbench.devices.constants import Constants, load_constants
+from fedbench.devices.cpu import place
+from fedbench.devices.knobs import Knobs
+from fedbench.devices.meter import Cost, DeviceState
+from fedbench.devices.profile import DeviceProfile
+from fedbench.devices.step import ENERGY_TERMS, TIME_TERMS, StepCost, step_cost
+from fedbench.devices.thermal import cap_at, integrate
+from fedbench.measure.workload import Workload
+
+MB = float(1 << 20)
+MEMORY_TERMS: tuple[str, ...] = (
+    "params", "grads", "optimizer_state", "saved_activations", "workspace", "input",
+)
+
+
+@dataclass(frozen=True)
+class Emulation:
+    status: str  # ok | oom | dropped
+    reason: str
+    steps: int
+    latency_s: float
+    energy_j: float
+    avg_power_w: float
+    peak_mem_mb: float
+    mem_budget_mb: float
+    temp_c_start: float
+    temp_c_end: float
+    freq_ghz_avg: float
+    throttled_frac: float
+    battery_pct: float
+    busy_cores: float  # time-averaged cores this process kept busy
+    time_s: Mapping[str, float]  # per op class / optimizer / overhead / input
+    energy_terms_j: Mapping[str, float]  # idle, cpu, memory
+    memory_mb: Mapping[str, float]  # the terms of the peak
+    state: DeviceState
+
+    def to_cost(self, comm_s: float, plan: str) -> Cost:
+        extra = {f"time_{k}_s": v for k, v in self.time_s.items()}
+        extra |= {f"energy_{k}_j": v for k, v in self.energy_terms_j.items()}
+        extra |= {f"mem_{k}_mb": v for k, v in self.memory_mb.items()}
+        extra["busy_cores"] = self.busy_cores
+        return Cost(
+            status=self.status,
+            reason=self.reason,
+            latency_s=self.latency_s,
+            comm_s=comm_s,
+            energy_j=self.energy_j,
+            avg_power_w=self.avg_power_w,
+            peak_mem_mb=self.peak_mem_mb,
+            mem_budget_mb=self.mem_budget_mb,
+            plan=plan,
+            temp_c_start=self.temp_c_start,
+            temp_c_end=self.temp_c_end,
+            freq_ghz_avg=self.freq_ghz_avg,
+            throttled_frac=self.throttled_frac,
+            battery_pct=self.battery_pct,
+            state_after=self.state,
+            extra=extra,
+        )
+
+
+def memory_terms(w: Workload) -> dict[str, float]:
+    values = (
+        w.param_bytes, w.grad_bytes, w.optimizer_state_bytes,
+        w.saved_activation_bytes, w.workspace_bytes, w.input_bytes,
+    )
+    return {k: v / MB for k, v in zip(MEMORY_TERMS, values, strict=True)}
+
+
+def emulate(
+    profile: DeviceProfile,
+    workloads: Sequence[tuple[Workload, int]],
+    state: DeviceState,
+    knobs: Knobs,
+    consts: Constants | None = None,
+) -> Emulation:
+    """Cost `count` steps of each workload, in order, starting from `state`."""
+    consts = consts or load_constants()
+    framework = knobs.framework or profile.framework.name
+    consts.framework(framework)  # unknown framework -> FedbenchError naming the valid ones
+    place(profile, knobs, consts, None)  # bad knobs fail here, before any work
+    budget = float(profile.memory.train_budget_mb)
+    steps = sum(n for _, n in workloads)
+    peak_w = max((w for w, _ in workloads), key=lambda w: w.peak_bytes, default=None)
+    memory = memory_terms(peak_w) if peak_w is not None else dict.fromkeys(MEMORY_TERMS, 0.0)
+    peak = sum(memory.values())
+    if peak > budget:
+        return _not_run(
+            profile, state, steps, "oom", memory, budget,
+            f"peak {peak:.0f} MB > training budget {budget:.0f} MB of {profile.name}",
+        )
+
+    time_s = dict.fromkeys(TIME_TERMS, 0.0)
+    energy = dict.fromkeys(ENERGY_TERMS, 0.0)
+    total_s = freq_s = throttled_s = busy_s = 0.0
+    temp = state.temp_c
+    for w, count in workloads:
+        cache: dict[int, StepCost] = {}
+
+        def at(level: int, w: Workload = w, cache: dict[int, StepCost] = cache) -> StepCost:
+            if level not in cache:
+                active = place(profile, knobs, consts, cap_at(profile, level))
+                cache[level] = step_cost(profile, w, active, consts, framework, knobs.background)
+            return cache[level]
+
+        segments = integrate(
+            profile, temp, float(count), lambda lv, at=at: (at(lv).seconds, at(lv).active_power_w)
+        )
+        for seg in segments:
+            cost = at(seg.level)
+            for k in TIME_TERMS:
+                time_s[k] += cost.time_s[k] * seg.steps
+            for k in ENERGY_TERMS:
+                energy[k] += cost.energy_j[k] * seg.steps
+            total_s += seg.seconds
+            freq_s += cost.freq_ghz * seg.seconds
+            busy_s += cost.busy_cores * seg.seconds
+            throttled_s += seg.seconds if seg.level > 0 else 0.0
+            temp = seg.temp_end_c
+
+    energy_j = sum(energy.values())
+    battery = state.battery_pct
+    capacity = profile.battery.capacity_wh
+    if capacity is not None:
+        battery = state.battery_pct - 100.0 * energy_j / (capacity * 3600.0)
+        if battery < 0.0:
+            return _not_run(
+                profile, state, steps, "dropped", memory, budget,
+                f"battery at {state.battery_pct:.1f}% cannot supply {energy_j:.0f} J",
+            )
+    return Emulation(
+        status="ok",
+        reason="",
+        steps=steps,
+        latency_s=total_s,
+        energy_j=energy_j,
+        avg_power_w=energy_j / total_s if total_s else 0.0,
+        peak_mem_mb=peak,
+        mem_budget_mb=budget,
+        temp_c_start=state.temp_c,
+        temp_c_end=temp,
+        freq_ghz_avg=freq_s / total_s if total_s else math.nan,
+        throttled_frac=throttled_s / total_s if total_s else 0.0,
+        battery_pct=battery,
+        busy_cores=busy_s / total_s if total_s else 0.0,
+        time_s=time_s,
+        energy_terms_j=energy,
+        memory_mb=memory,
+        state=DeviceState(temp_c=temp, battery_pct=battery, time_s=state.time_s + total_s),
+    )
+
+
+def _not_run(
+    profile: DeviceProfile, state: DeviceState, steps: int, status: str,
+    memory: Mapping[str, float], budget: float, reason: str,
+) -> Emulation:
+    nan = math.nan
+    return Emulation(
+        status=status, reason=reason, steps=steps, latency_s=nan, energy_j=nan,
+        avg_power_w=nan, peak_mem_mb=sum(memory.values()), mem_budget_mb=budget,
+        temp_c_start=state.temp_c, temp_c_end=state.temp_c, freq_ghz_avg=nan,
+        throttled_frac=nan, battery_pct=state.battery_pct, busy_cores=0.0,
+        time_s=dict.fromkeys(TIME_TERMS, 0.0), energy_terms_j=dict.fromkeys(ENERGY_TERMS, 0.0),
+        memory_mb=dict(memory), state=state,
+    )
