@@ -45,6 +45,13 @@ class Ledger:
     num_examples: np.ndarray = field(init=False)
     utility: np.ndarray = field(init=False)  # statistical utility (Oort: |B| sqrt(mean loss^2))
     total_energy_j: np.ndarray = field(init=False)
+    # Predictions from each device's profile for this experiment's workload,
+    # filled by the server before round 1 (NaN where no profile: host devices).
+    pred_latency_s: np.ndarray = field(init=False)  # compute time of one round's training
+    pred_energy_j: np.ndarray = field(init=False)
+    pred_peak_mem_mb: np.ndarray = field(init=False)  # of the cheapest plan that fits, if any
+    pred_comm_s: np.ndarray = field(init=False)
+    throttle_temp_c: np.ndarray = field(init=False)  # first thermal trip point
     plan: list[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -69,6 +76,11 @@ class Ledger:
             "train_loss",
             "num_examples",
             "utility",
+            "pred_latency_s",
+            "pred_energy_j",
+            "pred_peak_mem_mb",
+            "pred_comm_s",
+            "throttle_temp_c",
         ):
             setattr(self, name, nan())
         self.total_energy_j = np.zeros(n)
