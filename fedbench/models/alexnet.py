@@ -36,17 +36,17 @@ class AlexNet(nn.Module):
         relu = nn.ReLU
         self.features = nn.Sequential(
             nn.Conv2d(in_channels, c1, 11, stride=4, padding=conv1_padding),
-            relu(inplace=True),
+            relu(),
             nn.MaxPool2d(3, 2),
             nn.Conv2d(c1, c2, 5, padding=2),
-            relu(inplace=True),
+            relu(),
             nn.MaxPool2d(3, 2),
             nn.Conv2d(c2, c3, 3, padding=1),
-            relu(inplace=True),
+            relu(),
             nn.Conv2d(c3, c4, 3, padding=1),
-            relu(inplace=True),
+            relu(),
             nn.Conv2d(c4, c5, 3, padding=1),
-            relu(inplace=True),
+            relu(),
             nn.MaxPool2d(3, 2),
         )
         if pool_size is None:
@@ -63,7 +63,7 @@ class AlexNet(nn.Module):
         layers: list[nn.Module] = []
         width = c5 * size * size
         for h in hidden:
-            layers += [nn.Dropout(dropout), nn.Linear(width, h), relu(inplace=True)]
+            layers += [nn.Dropout(dropout), nn.Linear(width, h), relu()]
             width = h
         layers.append(nn.Linear(width, num_classes))
         self.classifier = nn.Sequential(*layers)

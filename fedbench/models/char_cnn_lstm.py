@@ -77,7 +77,7 @@ class CharCNNLSTM(nn.Module):
         for channels in conv_channels:
             layers += [
                 nn.Conv1d(width, channels, kernel_size, padding=kernel_size // 2),
-                nn.ReLU(inplace=True),
+                nn.ReLU(),
             ]
             width = channels
         layers.append(Transpose())

@@ -39,13 +39,13 @@ def generator(image_size: int, channels: int, nz: int, ngf: int) -> nn.Sequentia
     layers: list[nn.Module] = [
         nn.ConvTranspose2d(nz, width, 4, 1, 0, bias=False),
         nn.BatchNorm2d(width),
-        nn.ReLU(inplace=True),
+        nn.ReLU(),
     ]
     for _ in range(stages - 1):
         layers += [
             nn.ConvTranspose2d(width, width // 2, 4, 2, 1, bias=False),
             nn.BatchNorm2d(width // 2),
-            nn.ReLU(inplace=True),
+            nn.ReLU(),
         ]
         width //= 2
     layers += [nn.ConvTranspose2d(width, channels, 4, 2, 1, bias=False), nn.Tanh()]
@@ -56,14 +56,14 @@ def discriminator(image_size: int, channels: int, ndf: int) -> nn.Sequential:
     stages = _stages(image_size)
     layers: list[nn.Module] = [
         nn.Conv2d(channels, ndf, 4, 2, 1, bias=False),
-        nn.LeakyReLU(0.2, inplace=True),
+        nn.LeakyReLU(0.2),
     ]
     width = ndf
     for _ in range(stages - 1):
         layers += [
             nn.Conv2d(width, width * 2, 4, 2, 1, bias=False),
             nn.BatchNorm2d(width * 2),
-            nn.LeakyReLU(0.2, inplace=True),
+            nn.LeakyReLU(0.2),
         ]
         width *= 2
     layers += [nn.Conv2d(width, 1, 4, 1, 0, bias=False), nn.Flatten()]

@@ -63,7 +63,7 @@ class DenseNet(nn.Module):
                 channels += growth_rate
             if block < 2:
                 modules.append(Transition(channels))
-        modules += [nn.BatchNorm2d(channels), nn.ReLU(inplace=True), nn.AdaptiveAvgPool2d(1)]
+        modules += [nn.BatchNorm2d(channels), nn.ReLU(), nn.AdaptiveAvgPool2d(1)]
         self.features = nn.Sequential(*modules)
         self.classifier = nn.Linear(channels, num_classes)
         init_conv_bn_linear(self)

@@ -17,15 +17,15 @@ class DQN(nn.Module):
         super().__init__()
         self.features = nn.Sequential(
             nn.Conv2d(in_channels, 32, 8, 4),
-            nn.ReLU(inplace=True),
+            nn.ReLU(),
             nn.Conv2d(32, 64, 4, 2),
-            nn.ReLU(inplace=True),
+            nn.ReLU(),
             nn.Conv2d(64, 64, 3, 1),
-            nn.ReLU(inplace=True),
+            nn.ReLU(),
             nn.Flatten(),
         )
         self.head = nn.Sequential(
-            nn.Linear(64 * 7 * 7, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, num_actions)
+            nn.Linear(64 * 7 * 7, hidden), nn.ReLU(), nn.Linear(hidden, num_actions)
         )
 
     def forward(self, x: Tensor) -> Tensor:

@@ -27,7 +27,7 @@ def _stack(depth: int, layer: Callable[[int], nn.Module], relu: bool) -> list[nn
     modules: list[nn.Module] = []
     for i in range(depth):
         if relu and i > 0:
-            modules.append(nn.ReLU(inplace=True))
+            modules.append(nn.ReLU())
         modules.append(layer(i))
     return modules
 

@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 from torch import Tensor, nn
 
-ActFactory = Callable[[], nn.Module]
+# An activation class (nn.ReLU, nn.Hardswish, ...); called with or without inplace=True.
+ActFactory = Callable[..., nn.Module]
 
 
 def make_divisible(value: float, divisor: int = 8, min_value: int | None = None) -> int:
@@ -49,7 +50,9 @@ class ConvNormAct(nn.Sequential):
             nn.BatchNorm2d(out_channels, eps=eps),
         ]
         if act is not None:
-            layers.append(act())
+            # In place, as torchvision's Conv2dNormActivation: same saved
+            # tensors, one activation-sized buffer less at the peak.
+            layers.append(act(inplace=True))
         super().__init__(*layers)
 
 

@@ -37,16 +37,16 @@ class LeNet(nn.Module):
             raise FedbenchError(f"LeNet input_size={input_size} is too small for two 5x5 stages")
         self.features = nn.Sequential(
             nn.Conv2d(in_channels, c1, 5, padding=padding),
-            nn.ReLU(inplace=True),
+            nn.ReLU(),
             nn.MaxPool2d(2),
             nn.Conv2d(c1, c2, 5),
-            nn.ReLU(inplace=True),
+            nn.ReLU(),
             nn.MaxPool2d(2),
         )
         layers: list[nn.Module] = []
         width = c2 * size * size
         for h in hidden:
-            layers += [nn.Linear(width, h), nn.ReLU(inplace=True)]
+            layers += [nn.Linear(width, h), nn.ReLU()]
             if dropout > 0:
                 layers.append(nn.Dropout(dropout))
             width = h

@@ -35,7 +35,7 @@ class Mentee(nn.Module):
         layers: list[nn.Module] = []
         cin, size = in_channels, input_size
         for width, stride in zip(widths, strides, strict=True):
-            layers += [nn.Conv2d(cin, width, 3, stride, 1), nn.ReLU(inplace=True)]
+            layers += [nn.Conv2d(cin, width, 3, stride, 1), nn.ReLU()]
             cin, size = width, (size - 1) // stride + 1
         size //= 2
         if size < 1:
@@ -45,7 +45,7 @@ class Mentee(nn.Module):
         head: list[nn.Module] = []
         features = cin * size * size
         for h in hidden:
-            head += [nn.Linear(features, h), nn.ReLU(inplace=True)]
+            head += [nn.Linear(features, h), nn.ReLU()]
             features = h
         head.append(nn.Linear(features, num_classes))
         self.classifier = nn.Sequential(*head)

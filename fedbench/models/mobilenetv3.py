@@ -65,7 +65,7 @@ class MobileNetV3Small(nn.Module):
         self.features = nn.Sequential(*layers)
         self.classifier = nn.Sequential(
             nn.Linear(last, 1024),
-            nn.Hardswish(inplace=True),
+            nn.Hardswish(),
             nn.Dropout(dropout),
             nn.Linear(1024, num_classes),
         )

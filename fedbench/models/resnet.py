@@ -81,13 +81,13 @@ class ResNet(nn.Module):
             stem: list[nn.Module] = [
                 nn.Conv2d(in_channels, width, 3, 1, 1, bias=False),
                 nn.BatchNorm2d(width),
-                nn.ReLU(inplace=True),
+                nn.ReLU(),
             ]
         else:
             stem = [
                 nn.Conv2d(in_channels, width, 7, 2, 3, bias=False),
                 nn.BatchNorm2d(width),
-                nn.ReLU(inplace=True),
+                nn.ReLU(),
                 nn.MaxPool2d(3, 2, 1),
             ]
         blocks: list[nn.Module] = []

@@ -19,13 +19,13 @@ class SmallCNN(nn.Module):
         w = width
         self.features = nn.Sequential(
             nn.Conv2d(in_channels, w, 3, padding=1),
-            nn.ReLU(inplace=True),
+            nn.ReLU(),
             nn.MaxPool2d(2),
             nn.Conv2d(w, 2 * w, 3, padding=1),
-            nn.ReLU(inplace=True),
+            nn.ReLU(),
             nn.MaxPool2d(2),
             nn.Conv2d(2 * w, 4 * w, 3, padding=1),
-            nn.ReLU(inplace=True),
+            nn.ReLU(),
             nn.AdaptiveAvgPool2d(1),
         )
         self.classifier = nn.Linear(4 * w, num_classes)

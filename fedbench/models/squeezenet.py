@@ -59,7 +59,7 @@ class SqueezeNet(nn.Module):
         (stem_channels, stem_kernel), layout = _LAYOUTS[version]
         layers: list[nn.Module] = [
             nn.Conv2d(in_channels, stem_channels, stem_kernel, 2, stem_padding),
-            nn.ReLU(inplace=True),
+            nn.ReLU(),
         ]
         width = stem_channels
         for item in layout:
@@ -72,7 +72,7 @@ class SqueezeNet(nn.Module):
         self.classifier = nn.Sequential(
             nn.Dropout(dropout),
             nn.Conv2d(width, num_classes, 1),
-            nn.ReLU(inplace=True),
+            nn.ReLU(),
             nn.AdaptiveAvgPool2d(1),
         )
 

@@ -39,7 +39,7 @@ class VGG(nn.Module):
                 modules.append(nn.Conv2d(width, item, 3, padding=1, bias=not batch_norm))
                 if batch_norm:
                     modules.append(nn.BatchNorm2d(item))
-                modules.append(nn.ReLU(inplace=True))
+                modules.append(nn.ReLU())
                 width = item
             else:
                 raise FedbenchError(f"VGG layers: {item!r} is neither a positive width nor 'M'")
@@ -47,7 +47,7 @@ class VGG(nn.Module):
         head: list[nn.Module] = []
         features = width * pool_size * pool_size
         for h in hidden:
-            head += [nn.Linear(features, h), nn.ReLU(inplace=True), nn.Dropout(dropout)]
+            head += [nn.Linear(features, h), nn.ReLU(), nn.Dropout(dropout)]
             features = h
         head.append(nn.Linear(features, num_classes))
         self.classifier = nn.Sequential(*head)

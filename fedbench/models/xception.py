@@ -57,10 +57,10 @@ class Xception(nn.Module):
         layers: list[nn.Module] = [
             nn.Conv2d(in_channels, 32, 3, 2, bias=False),
             nn.BatchNorm2d(32),
-            nn.ReLU(inplace=True),
+            nn.ReLU(),
             nn.Conv2d(32, 64, 3, bias=False),
             nn.BatchNorm2d(64),
-            nn.ReLU(inplace=True),
+            nn.ReLU(),
             # The first block follows a ReLU already: it starts with its conv.
             XceptionBlock([128, 128], 64, strided=True, relu_first=False),
             XceptionBlock([256, 256], 128, strided=True, relu_first=True),
@@ -73,9 +73,9 @@ class Xception(nn.Module):
         layers += [
             XceptionBlock([728, 1024], 728, strided=True, relu_first=True),
             SeparableConv(1024, 1536),
-            nn.ReLU(inplace=True),
+            nn.ReLU(),
             SeparableConv(1536, 2048),
-            nn.ReLU(inplace=True),
+            nn.ReLU(),
             nn.AdaptiveAvgPool2d(1),
         ]
         self.features = nn.Sequential(*layers)

@@ -74,16 +74,45 @@ def test_small_cnn_accepts_other_sizes_and_channels() -> None:
     assert gray(torch.randn(2, 1, 28, 28)).shape == (2, 4)
 
 
+def _watch_trunk_inputs(model: torch.nn.Module) -> list[str]:
+    """Record trunk units that modify their input in place.
+
+    The trunk (the model's top-level nn.Sequential children) is what gradient
+    checkpointing splits into segments; a unit that overwrote its input would
+    corrupt the input a checkpointed segment keeps for its recompute.
+    """
+    offenders: list[str] = []
+    seen: dict[int, tuple[torch.Tensor, int]] = {}
+
+    def before(unit: torch.nn.Module, args: tuple[object, ...]) -> None:
+        if args and isinstance(args[0], torch.Tensor):
+            seen[id(unit)] = (args[0], args[0]._version)
+
+    def after(unit: torch.nn.Module, args: tuple[object, ...], out: object) -> None:
+        tensor, version = seen.pop(id(unit), (None, 0))
+        if tensor is not None and tensor._version != version:
+            offenders.append(type(unit).__name__)
+
+    for container in model.children():
+        if isinstance(container, torch.nn.Sequential):
+            for unit in container:
+                unit.register_forward_pre_hook(before)
+                unit.register_forward_hook(after)
+    return offenders
+
+
 @pytest.mark.parametrize("name", model_names())
 def test_one_sgd_step(name: str) -> None:
     torch.manual_seed(0)
     module, _ = build_model(name)
     module.train()
+    in_place = _watch_trunk_inputs(module)
     spec = input_spec(name)
     batch = 1 if name in BATCH_ONE else 2
     x = spec.example(batch, torch.Generator().manual_seed(0))
     out = module(x)
     assert out.dim() == 2 and out.shape[0] == batch
+    assert not in_place, f"{name}: trunk units modify their input in place: {in_place}"
     target = torch.zeros(batch, dtype=torch.long)
     loss = F.cross_entropy(out, target)
     assert torch.isfinite(loss)
