@@ -26,7 +26,12 @@ from fedbench.measure.workload import Workload
 
 MB = float(1 << 20)
 MEMORY_TERMS: tuple[str, ...] = (
-    "params", "grads", "optimizer_state", "saved_activations", "workspace", "input",
+    "params",
+    "grads",
+    "optimizer_state",
+    "saved_activations",
+    "workspace",
+    "input",
 )
 
 
@@ -78,8 +83,12 @@ class Emulation:
 
 def memory_terms(w: Workload) -> dict[str, float]:
     values = (
-        w.param_bytes, w.grad_bytes, w.optimizer_state_bytes,
-        w.saved_activation_bytes, w.workspace_bytes, w.input_bytes,
+        w.param_bytes,
+        w.grad_bytes,
+        w.optimizer_state_bytes,
+        w.saved_activation_bytes,
+        w.workspace_bytes,
+        w.input_bytes,
     )
     return {k: v / MB for k, v in zip(MEMORY_TERMS, values, strict=True)}
 
@@ -103,7 +112,12 @@ def emulate(
     peak = sum(memory.values())
     if peak > budget:
         return _not_run(
-            profile, state, steps, "oom", memory, budget,
+            profile,
+            state,
+            steps,
+            "oom",
+            memory,
+            budget,
             f"peak {peak:.0f} MB > training budget {budget:.0f} MB of {profile.name}",
         )
 
@@ -112,17 +126,8 @@ def emulate(
     total_s = freq_s = throttled_s = busy_s = 0.0
     temp = state.temp_c
     for w, count in workloads:
-        cache: dict[int, StepCost] = {}
-
-        def at(level: int, w: Workload = w, cache: dict[int, StepCost] = cache) -> StepCost:
-            if level not in cache:
-                active = place(profile, knobs, consts, cap_at(profile, level))
-                cache[level] = step_cost(profile, w, active, consts, framework, knobs.background)
-            return cache[level]
-
-        segments = integrate(
-            profile, temp, float(count), lambda lv, at=at: (at(lv).seconds, at(lv).active_power_w)
-        )
+        at = _LevelCosts(profile, w, knobs, consts, framework)
+        segments = integrate(profile, temp, float(count), at.thermal)
         for seg in segments:
             cost = at(seg.level)
             for k in TIME_TERMS:
@@ -142,7 +147,12 @@ def emulate(
         battery = state.battery_pct - 100.0 * energy_j / (capacity * 3600.0)
         if battery < 0.0:
             return _not_run(
-                profile, state, steps, "dropped", memory, budget,
+                profile,
+                state,
+                steps,
+                "dropped",
+                memory,
+                budget,
                 f"battery at {state.battery_pct:.1f}% cannot supply {energy_j:.0f} J",
             )
     return Emulation(
@@ -167,16 +177,61 @@ def emulate(
     )
 
 
+class _LevelCosts:
+    """Step cost of one workload at each throttle level, computed once per level."""
+
+    def __init__(
+        self, profile: DeviceProfile, w: Workload, knobs: Knobs, consts: Constants, framework: str
+    ) -> None:
+        self.profile, self.w, self.knobs, self.consts, self.framework = (
+            profile,
+            w,
+            knobs,
+            consts,
+            framework,
+        )
+        self.cache: dict[int, StepCost] = {}
+
+    def __call__(self, level: int) -> StepCost:
+        if level not in self.cache:
+            active = place(self.profile, self.knobs, self.consts, cap_at(self.profile, level))
+            self.cache[level] = step_cost(
+                self.profile, self.w, active, self.consts, self.framework, self.knobs.background
+            )
+        return self.cache[level]
+
+    def thermal(self, level: int) -> tuple[float, float]:
+        cost = self(level)
+        return cost.seconds, cost.active_power_w
+
+
 def _not_run(
-    profile: DeviceProfile, state: DeviceState, steps: int, status: str,
-    memory: Mapping[str, float], budget: float, reason: str,
+    profile: DeviceProfile,
+    state: DeviceState,
+    steps: int,
+    status: str,
+    memory: Mapping[str, float],
+    budget: float,
+    reason: str,
 ) -> Emulation:
     nan = math.nan
     return Emulation(
-        status=status, reason=reason, steps=steps, latency_s=nan, energy_j=nan,
-        avg_power_w=nan, peak_mem_mb=sum(memory.values()), mem_budget_mb=budget,
-        temp_c_start=state.temp_c, temp_c_end=state.temp_c, freq_ghz_avg=nan,
-        throttled_frac=nan, battery_pct=state.battery_pct, busy_cores=0.0,
-        time_s=dict.fromkeys(TIME_TERMS, 0.0), energy_terms_j=dict.fromkeys(ENERGY_TERMS, 0.0),
-        memory_mb=dict(memory), state=state,
+        status=status,
+        reason=reason,
+        steps=steps,
+        latency_s=nan,
+        energy_j=nan,
+        avg_power_w=nan,
+        peak_mem_mb=sum(memory.values()),
+        mem_budget_mb=budget,
+        temp_c_start=state.temp_c,
+        temp_c_end=state.temp_c,
+        freq_ghz_avg=nan,
+        throttled_frac=nan,
+        battery_pct=state.battery_pct,
+        busy_cores=0.0,
+        time_s=dict.fromkeys(TIME_TERMS, 0.0),
+        energy_terms_j=dict.fromkeys(ENERGY_TERMS, 0.0),
+        memory_mb=dict(memory),
+        state=state,
     )

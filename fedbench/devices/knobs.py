@@ -38,9 +38,8 @@ class Knobs:
         valid = [f.name for f in fields(cls)]
         for key in values:
             if key not in valid:
-                raise FedbenchError(
-                    f"{where}.{key}: unknown knob{closest(str(key), valid)}; valid: {', '.join(valid)}"
-                )
+                hint = closest(str(key), valid)
+                raise FedbenchError(f"{where}.{key}: unknown knob{hint}; valid: {', '.join(valid)}")
         out: dict[str, Any] = {}
         for key, raw in values.items():
             if raw is None:

@@ -53,8 +53,14 @@ class StepCost:
 
 
 def _roofline(
-    cost: OpCost, eff: ClassEfficiency, core_gflops: float, threads: int, half_gflop: float,
-    micro: int, bw_gbs: float, speed: float,
+    cost: OpCost,
+    eff: ClassEfficiency,
+    core_gflops: float,
+    threads: int,
+    half_gflop: float,
+    micro: int,
+    bw_gbs: float,
+    speed: float,
 ) -> float:
     if cost.flops <= 0 and cost.bytes <= 0:
         return 0.0
@@ -105,7 +111,9 @@ def step_cost(
     serial_s = times["overhead"] + times["input"]
     share = profile.os.background_share if background else 1.0
     seconds = (parallel_s + serial_s) / share
-    cpu_j = parallel_power_w(profile, active) * parallel_s + serial_power_w(profile, main) * serial_s
+    cpu_j = (
+        parallel_power_w(profile, active) * parallel_s + serial_power_w(profile, main) * serial_s
+    )
     energy = {
         "idle": profile.power.idle_w * seconds,
         "cpu": cpu_j,

@@ -29,7 +29,9 @@ def cool(profile: DeviceProfile, state: DeviceState, until_s: float) -> DeviceSt
     dt = max(0.0, until_s - state.time_s)
     amb = profile.thermal.ambient_c
     temp = amb + (state.temp_c - amb) * math.exp(-dt / profile.thermal.time_constant_s)
-    return DeviceState(temp_c=temp, battery_pct=state.battery_pct, time_s=max(until_s, state.time_s))
+    return DeviceState(
+        temp_c=temp, battery_pct=state.battery_pct, time_s=max(until_s, state.time_s)
+    )
 
 
 def thresholds(profile: DeviceProfile) -> list[float]:

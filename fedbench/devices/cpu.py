@@ -1,0 +1,89 @@
+"""Where the training threads run, at what clock, and what the cores draw.
+
+Threads go to the fastest cores first (per-core peak at the current clock),
+optionally restricted to named clusters. Clocks are the highest DVFS step
+under every cap in force (user knob, thermal trip). Core power follows
+P = C V^2 f with the voltage rising linearly with the clock from a floor,
+so dynamic power goes roughly with f^3 near the top of the range and
+linearly near the bottom, as DVFS tables do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fedbench.devices.constants import Constants
+from fedbench.devices.knobs import Knobs
+from fedbench.devices.profile import Cluster, DeviceProfile
+from fedbench.errors import FedbenchError, choices
+
+
+@dataclass(frozen=True)
+class Active:
+    """Training threads on one cluster at one clock."""
+
+    cluster: Cluster
+    threads: int
+    freq_ghz: float
+
+
+def snap_freq(cluster: Cluster, cap_ghz: float | None) -> float:
+    """The highest DVFS step at or under the cap (the lowest step if the cap is below all)."""
+    limit = cluster.max_freq_ghz if cap_ghz is None else min(cap_ghz, cluster.max_freq_ghz)
+    under = [f for f in cluster.dvfs_ghz if f <= limit + 1e-9]
+    return under[-1] if under else cluster.dvfs_ghz[0]
+
+
+def place(
+    profile: DeviceProfile, knobs: Knobs, consts: Constants, cap_ghz: float | None
+) -> tuple[Active, ...]:
+    """Assign the training threads to cores, fastest first, at the capped clocks."""
+    names = knobs.clusters or tuple(c.name for c in profile.clusters)
+    pool = [profile.cluster(n) for n in dict.fromkeys(names)]
+    available = sum(c.cores for c in pool)
+    threads = knobs.cores if knobs.cores is not None else min(profile.framework.threads, available)
+    if threads > available:
+        raise FedbenchError(
+            f"knobs.cores={threads}: {profile.name} has {available} cores in clusters "
+            f"{choices(c.name for c in pool)}"
+        )
+    caps = [c for c in (knobs.freq_ghz, cap_ghz) if c is not None]
+    cap = min(caps) if caps else None
+
+    def speed(c: Cluster) -> float:
+        # Rank by uncapped peak so a clock cap does not reshuffle which
+        # cluster is "big" (affinity follows the hardware, not the cap).
+        return consts.core_peak_gflops(c.arch, c.max_freq_ghz)
+
+    out: list[Active] = []
+    left = threads
+    for c in sorted(pool, key=speed, reverse=True):
+        if left == 0:
+            break
+        n = min(c.cores, left)
+        out.append(Active(c, n, snap_freq(c, cap)))
+        left -= n
+    return tuple(out)
+
+
+def voltage_power_scale(profile: DeviceProfile, cluster: Cluster, freq_ghz: float) -> float:
+    """Dynamic power at `freq_ghz` relative to max clock: (f/fmax) (V/Vmax)^2."""
+    x = freq_ghz / cluster.max_freq_ghz
+    floor = profile.power.voltage_floor
+    v = floor + (1.0 - floor) * x
+    return x * v * v
+
+
+def parallel_power_w(profile: DeviceProfile, active: tuple[Active, ...]) -> float:
+    """CPU power while every training thread is busy (each active cluster's logic included)."""
+    total = 0.0
+    for a in active:
+        scale = voltage_power_scale(profile, a.cluster, a.freq_ghz)
+        total += (a.threads * a.cluster.core_power_w + a.cluster.cluster_power_w) * scale
+    return total
+
+
+def serial_power_w(profile: DeviceProfile, main: Active) -> float:
+    """CPU power while only the main thread works (on the fastest active core)."""
+    scale = voltage_power_scale(profile, main.cluster, main.freq_ghz)
+    return (main.cluster.core_power_w + main.cluster.cluster_power_w) * scale
