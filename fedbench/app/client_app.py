@@ -12,6 +12,7 @@ import functools
 import math
 import time
 import traceback
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -34,6 +35,7 @@ from fedbench.config import from_flower
 from fedbench.devices.meter import Cost, Meter, TrainJob
 from fedbench.devices.meters import make_meter
 from fedbench.fleet import DeviceSpec, expand_fleet
+from fedbench.models import build_from_config
 from fedbench.report.records import RECORD_KEY, RoundReport, to_record
 from fedbench.scenarios.context import data_context
 from fedbench.train.loop import TrainParams, step_sizes, train_local
@@ -41,14 +43,9 @@ from fedbench.train.loop import TrainParams, step_sizes, train_local
 app = ClientApp()
 
 
-def build_model(experiment: DictConfig | dict[str, Any]) -> nn.Module:
+def build_model(experiment: Mapping[str, Any]) -> nn.Module:
     """The experiment's model, freshly initialised (seeded by the caller)."""
-    net = experiment["model"]["net"]
-    return instantiate(
-        OmegaConf.create(OmegaConf.to_container(net))
-        if isinstance(net, DictConfig)
-        else OmegaConf.create(net)
-    )
+    return build_from_config(experiment["model"])
 
 
 @functools.lru_cache(maxsize=4)

@@ -87,6 +87,9 @@ class FleetFedAvg(FedAvg):
             if node not in answered:  # no reply before the round timed out
                 reports.append(self._empty(server_round, index, "dropped", "no reply"))
         self.reports = sorted(reports, key=lambda r: r.device)
+        # Average in device order, not arrival order: float sums depend on
+        # order, and a resumed run must reproduce an uninterrupted one exactly.
+        good.sort(key=lambda c: str(c.config_records[RECORD_KEY]["device"]))
         if not good:
             return None, None
         arrays = aggregate_arrayrecords(good, NUM_EXAMPLES)
