@@ -44,7 +44,9 @@ def cache_key(model: nn.Module, args: Mapping[str, object]) -> str:
         "torch": torch.__version__,
         "version": MEASUREMENT_VERSION,
     }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
+    # default=str: a torch.dtype argument keys by its name.
+    encoded = json.dumps(payload, sort_keys=True, default=str)
+    return hashlib.sha256(encoded.encode()).hexdigest()[:32]
 
 
 def _path(key: str) -> Path:

@@ -65,11 +65,14 @@ _MOVEMENT: frozenset[str] = frozenset(
     }
 )  # fmt: skip
 
-# Ops that only allocate or read metadata: no FLOPs, no traffic.
+# Ops that only allocate or change metadata (views autograd does not track
+# as views, in-place reshapes): no FLOPs, no traffic.
 _FREE: frozenset[str] = frozenset(
     {
         "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
         "lift_fresh", "_local_scalar_dense", "resize_", "set_", "alias", "detach",
+        "detach_", "_unsafe_view", "_reshape_alias", "squeeze_", "unsqueeze_",
+        "transpose_", "t_", "as_strided_", "swapdims_", "swapaxes_",
         "_record_function_enter_new", "_record_function_exit", "sym_size",
         "sym_stride", "sym_numel", "sym_storage_offset",
     }

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import torch
 from torch import nn
 from torch._C._profiler import _EventType
 from torch.profiler import ProfilerActivity, profile
@@ -44,10 +45,19 @@ def measured_peak_memory(
     trainable: str = "all",
     checkpoint_segments: int = 0,
     microbatches: int = 1,
+    input_dtype: torch.dtype = torch.float32,
+    input_high: int | None = None,
 ) -> int:
     """Peak bytes of CPU memory allocated by torch during one real training step."""
     spec = StepSpec(
-        tuple(input_shape), batch_size, optimizer, trainable, checkpoint_segments, microbatches
+        input_shape=tuple(input_shape),
+        batch_size=batch_size,
+        optimizer=optimizer,
+        trainable=trainable,
+        checkpoint_segments=checkpoint_segments,
+        microbatches=microbatches,
+        input_dtype=input_dtype,
+        input_high=input_high,
     )
     step = prepare(model, spec)
     resident = (

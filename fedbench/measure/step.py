@@ -28,13 +28,18 @@ from fedbench.measure.checkpointing import CheckpointedSequential, apply_checkpo
 
 OptimizerFactory = Callable[[list[nn.Parameter]], torch.optim.Optimizer]
 
-# Hyper-parameters do not change what a step computes or stores; foreach is
-# pinned so the op sequence does not depend on a torch default.
+# Hyper-parameter values do not change what a step computes or stores, but
+# whether weight decay is on does (an extra add per parameter, and SGD's
+# coupled decay a temporary gradient copy). foreach is pinned so the op
+# sequence does not depend on a torch default.
 OPTIMIZERS: dict[str, OptimizerFactory] = {
     "sgd": lambda ps: torch.optim.SGD(ps, lr=0.01, foreach=False),
     "sgd_momentum": lambda ps: torch.optim.SGD(ps, lr=0.01, momentum=0.9, foreach=False),
+    "sgd_momentum_wd": lambda ps: torch.optim.SGD(
+        ps, lr=0.01, momentum=0.9, weight_decay=5e-4, foreach=False
+    ),
     "adam": lambda ps: torch.optim.Adam(ps, lr=1e-3, foreach=False),
-    "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-3, foreach=False),
+    "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.01, foreach=False),
 }
 
 
@@ -48,6 +53,8 @@ class StepSpec:
     trainable: str = "all"  # "all" or "last:<k>" parameterised modules
     checkpoint_segments: int = 0
     microbatches: int = 1
+    input_dtype: torch.dtype = torch.float32
+    input_high: int | None = None  # integer inputs (token ids) lie in [0, input_high)
 
     def validate(self) -> None:
         if self.optimizer not in OPTIMIZERS:
@@ -63,6 +70,17 @@ class StepSpec:
             )
         if self.checkpoint_segments < 0:
             raise FedbenchError(f"checkpoint_segments={self.checkpoint_segments} must be >= 0")
+        if not self.input_dtype.is_floating_point and (self.input_high or 0) < 1:
+            raise FedbenchError(
+                f"input_dtype={self.input_dtype} needs input_high >= 1 (got {self.input_high})"
+            )
+
+    def example_inputs(self, generator: torch.Generator) -> torch.Tensor:
+        size = (self.batch_size, *self.input_shape)
+        if self.input_dtype.is_floating_point:
+            return torch.randn(size, generator=generator, dtype=self.input_dtype)
+        assert self.input_high is not None  # validate() checked it
+        return torch.randint(0, self.input_high, size, generator=generator, dtype=self.input_dtype)
 
 
 class StepObserver:
@@ -113,7 +131,7 @@ def trainable_parameters(model: nn.Module, trainable: str) -> list[nn.Parameter]
 
 def _example_batch(model: nn.Module, spec: StepSpec) -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(0)
-    inputs = torch.randn((spec.batch_size, *spec.input_shape), generator=gen)
+    inputs = spec.example_inputs(gen)
     # The output shape gives the classes; eval + no_grad leaves BN stats alone.
     model.eval()
     with torch.no_grad():

@@ -11,10 +11,11 @@ result does not depend on the host's speed or thread count:
   opclasses.py); the optimizer update is charged the same way;
 - memory terms: parameter (+ buffer) bytes, gradient bytes of trainable
   parameters, optimizer state, the bytes autograd saves for backward (saved
-  tensor hooks, unique storages, parameters and the batch excluded; with
-  checkpointing also each segment's input, which the checkpoint keeps) for
-  one micro-batch, the batch itself, and the workspace: the peak of live
-  tensor storages over the step minus all the other terms (floor 0).
+  tensor hooks, unique storages still held when the forward ends,
+  parameters and the batch excluded; with checkpointing also each segment's
+  input, which the checkpoint keeps) for one micro-batch, the batch
+  itself, and the workspace: the peak of live tensor storages over the step
+  minus all the other terms (floor 0).
 
 Results are cached in process and as JSON under `cache_dir()/workloads/`.
 """
@@ -113,7 +114,12 @@ def _unique_storage_bytes(tensors: Iterable[torch.Tensor]) -> int:
 
 
 class _WorkloadObserver(StepObserver):
-    """Feeds the recorder its phase and counts saved activations."""
+    """Feeds the recorder its phase and counts saved activations.
+
+    A storage packed by a saved-tensor hook counts if it is still alive when
+    the forward ends: a graph that is dropped during the forward (e.g. a
+    checkpointed segment nothing differentiates through) keeps nothing.
+    """
 
     def __init__(self, recorder: StepRecorder, excluded: Iterable[torch.Tensor]) -> None:
         self.recorder = recorder
@@ -125,17 +131,16 @@ class _WorkloadObserver(StepObserver):
 
     def phase(self, name: str | None) -> None:
         self.recorder.phase = name
+        if name == "backward":
+            self.saved_bytes_per_microbatch.append(sum(self._saved.values()))
 
     def microbatch(self, index: int) -> None:
         self._saved = WeakIdKeyDictionary()
-        self.saved_bytes_per_microbatch.append(0)
 
     def _count(self, tensor: torch.Tensor) -> None:
         storage = tensor.untyped_storage()
-        if id(storage) in self._excluded or storage in self._saved:
-            return
-        self._saved[storage] = True
-        self.saved_bytes_per_microbatch[-1] += storage.nbytes()
+        if id(storage) not in self._excluded:
+            self._saved[storage] = storage.nbytes()
 
     def _pack(self, tensor: torch.Tensor) -> torch.Tensor:
         self._count(tensor)
@@ -162,6 +167,8 @@ def measure_workload(
     plan: str = "full",
     checkpoint_segments: int = 0,
     microbatches: int = 1,
+    input_dtype: torch.dtype = torch.float32,
+    input_high: int | None = None,
     cache: bool = True,
 ) -> Workload:
     """Measure one real training step of `model` (see the module docstring).
@@ -169,9 +176,21 @@ def measure_workload(
     `microbatches` m runs the step as m slices of batch_size/m with gradient
     accumulation; `checkpoint_segments` s checkpoints s segments of the
     sequential trunk (checkpointing.py); `plan` is the label recorded.
+    `optimizer` is a key of step.OPTIMIZERS; `trainable` is "all" or
+    "last:<k>" (the last k parameterised modules in registration order
+    train, the rest are frozen). Integer inputs (token ids) take
+    `input_dtype=torch.int64` and `input_high` (ids in [0, input_high)), as
+    in the model zoo's InputSpec.
     """
     spec = StepSpec(
-        tuple(input_shape), batch_size, optimizer, trainable, checkpoint_segments, microbatches
+        input_shape=tuple(input_shape),
+        batch_size=batch_size,
+        optimizer=optimizer,
+        trainable=trainable,
+        checkpoint_segments=checkpoint_segments,
+        microbatches=microbatches,
+        input_dtype=input_dtype,
+        input_high=input_high,
     )
     spec.validate()
     key = workload_cache.cache_key(model, {**asdict(spec), "model": model_name, "plan": plan})

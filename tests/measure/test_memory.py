@@ -110,3 +110,31 @@ def test_measured_peak_grows_with_batch_and_shrinks_with_a_plan() -> None:
     planned = measured_peak_memory(_convnet(), (3, 16, 16), 32, microbatches=4)
     assert small < planned < large
     assert torch.get_num_threads() == 1
+
+
+def test_frozen_checkpointed_segments_keep_nothing() -> None:
+    # Only the head trains. Of the three segments (units 0-3, 4-7, 8-10)
+    # the frozen ones see no gradient, keep nothing and are not recomputed;
+    # the head's segment keeps its (8, 32, 16, 16) input, and its recompute
+    # re-runs the pooling but stops before the Linear (torch's checkpoint
+    # stops once every tensor the backward needs is back).
+    last = measure_workload(
+        _convnet(), (3, 16, 16), B, model_name="c", trainable="last:1", cache=False
+    )
+    both = measure_workload(
+        _convnet(),
+        (3, 16, 16),
+        B,
+        model_name="c",
+        trainable="last:1",
+        checkpoint_segments=3,
+        cache=False,
+    )
+    loss = B * 10 * 4 + 4  # log_softmax output, nll total weight
+    assert last.saved_activation_bytes == B * 32 * 4 + loss
+    assert both.saved_activation_bytes == B * 32 * 16 * 16 * 4 + loss
+    head = 2 * B * 32 * 10
+    assert last.backward["dense"].flops == head
+    assert both.backward["dense"].flops == head
+    assert both.backward["elementwise"].flops > last.backward["elementwise"].flops
+    assert both.backward["depthwise"].flops == 0
