@@ -59,10 +59,15 @@ def pretrained_state(
     build: Callable[[], nn.Module],
 ) -> tuple[dict[str, torch.Tensor], bool]:
     """The pretrained global weights, and whether they came from the cache."""
+    torch.manual_seed(experiment["seed"])
+    model = build()
     key_src = json.dumps(
         {
             "data": experiment["data"],
             "model": experiment["model"],
+            # The code behind a _target_ can change under the same config.
+            "structure": repr(model),
+            "shapes": {k: list(v.shape) for k, v in model.state_dict().items()},
             "pretrain": asdict(params),
             "seed": experiment["seed"],
             "torch": torch.__version__,
@@ -73,8 +78,6 @@ def pretrained_state(
     path = cache_dir() / "pretrained" / f"{experiment['model']['name']}-{key}.pt"
     if path.exists():
         return torch.load(path, map_location="cpu", weights_only=True), True
-    torch.manual_seed(experiment["seed"])
-    model = build()
     if params.epochs > 0 and len(ctx.splits.server) > 0:
         train_local(
             model,
