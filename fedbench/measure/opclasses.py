@@ -8,7 +8,8 @@ FLOPs and bytes moved. Classification table:
 |---------------|-----------------------------------------------------------------|
 | "dense"       | ops with a formula in torch.utils.flop_counter: convolution and |
 |               | convolution_backward with groups == 1 or groups < in_channels,  |
-|               | mm, addmm, bmm, baddbmm, scaled-dot-product attention (+ bwd)   |
+|               | mm, addmm, bmm, baddbmm, scaled-dot-product attention (+ bwd,   |
+|               | including the CPU flash-attention kernels)                      |
 | "depthwise"   | convolution / convolution_backward with groups == in_channels>1 |
 | "movement"    | _MOVEMENT below: cat, stack, clone/copy, index/gather/scatter,  |
 |               | pads, *_backward of slicing, fills and zeros, view_copy ops     |
@@ -41,7 +42,12 @@ from typing import Any
 
 import torch
 from torch.utils._pytree import tree_flatten
-from torch.utils.flop_counter import conv_flop_count, flop_registry
+from torch.utils.flop_counter import (
+    conv_flop_count,
+    flop_registry,
+    sdpa_backward_flop_count,
+    sdpa_flop_count,
+)
 
 aten = torch.ops.aten
 
@@ -184,6 +190,21 @@ def _conv_backward_flops(args: tuple[Any, ...]) -> float:
     return float(forward * (int(mask[0]) + int(mask[1])))
 
 
+def _cpu_attention_flops(func: torch._ops.OpOverload, args: tuple[Any, ...]) -> float:
+    # The CPU flash-attention kernels have no formula in flop_counter; use
+    # its scaled-dot-product counts on the same shapes.
+    shapes = [list(t.shape) for t in args[:4]]
+    if func._overloadpacket is aten._scaled_dot_product_flash_attention_for_cpu:
+        return float(sdpa_flop_count(*shapes[:3]))
+    return float(sdpa_backward_flop_count(*shapes))
+
+
+_CPU_ATTENTION = (
+    aten._scaled_dot_product_flash_attention_for_cpu,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward,
+)
+
+
 def classify(func: torch._ops.OpOverload, args: tuple[Any, ...]) -> str | None:
     """The op class of one call (None = free); see the module table."""
     name = func._overloadpacket.__name__
@@ -194,7 +215,7 @@ def classify(func: torch._ops.OpOverload, args: tuple[Any, ...]) -> str | None:
         groups = int(args[groups_index])
         channels = int(args[x_index].shape[1])
         return "depthwise" if 1 < groups == channels else "dense"
-    if func._overloadpacket in flop_registry:
+    if func._overloadpacket in flop_registry or func._overloadpacket in _CPU_ATTENTION:
         return "dense"
     if name in _MOVEMENT or torch.Tag.view_copy in func.tags:
         return "movement"
@@ -213,6 +234,8 @@ def charge(
     moved = float(sum(tensor_bytes(t) for t in reads) + sum(tensor_bytes(t) for t in writes))
     if func._overloadpacket is aten.convolution_backward:
         flops = _conv_backward_flops(args)
+    elif func._overloadpacket in _CPU_ATTENTION:
+        flops = _cpu_attention_flops(func, args)
     elif op_class in ("dense", "depthwise"):
         formula = flop_registry[func._overloadpacket]
         flops = float(formula(*args, **kwargs, out_val=out))

@@ -19,7 +19,14 @@ from torch import nn
 from torch._C._profiler import _EventType
 from torch.profiler import ProfilerActivity, profile
 
-from fedbench.measure.step import StepObserver, StepSpec, optimizer_state_tensors, prepare, run_step
+from fedbench.measure.step import (
+    StepObserver,
+    StepSpec,
+    isolated,
+    optimizer_state_tensors,
+    prepare,
+    run_step,
+)
 
 
 def _allocations(nodes: Iterable[object]) -> list[tuple[int, int]]:
@@ -69,7 +76,7 @@ def measured_peak_memory(
     baseline = sum(
         {id(t.untyped_storage()): t.untyped_storage().nbytes() for t in resident}.values()
     )
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with isolated(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         run_step(step, StepObserver())
     running = high = 0
     for _, size in _allocations(prof.profiler.kineto_results.experimental_event_tree()):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -168,6 +168,20 @@ def prepare(model: nn.Module, spec: StepSpec) -> PreparedStep:
 def optimizer_state_tensors(optimizer: torch.optim.Optimizer) -> Iterator[torch.Tensor]:
     for state in optimizer.state.values():
         yield from (v for v in state.values() if isinstance(v, torch.Tensor))
+
+
+@contextmanager
+def isolated() -> Iterator[None]:
+    """Around a measured step: grad mode on, the caller's RNG stream untouched.
+
+    Dropout draws come from a forked, seeded stream, so measuring - or
+    finding a measurement in the cache - does not change what the caller's
+    own training draws next. Entered outside the measurement: the RNG state
+    copy it keeps is not part of the step.
+    """
+    with torch.enable_grad(), torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        yield
 
 
 def run_step(step: PreparedStep, observer: StepObserver) -> None:

@@ -36,6 +36,7 @@ from fedbench.measure.recorder import StepRecorder
 from fedbench.measure.step import (
     StepObserver,
     StepSpec,
+    isolated,
     optimizer_state_tensors,
     prepare,
     run_step,
@@ -218,7 +219,7 @@ def _measure(model: nn.Module, spec: StepSpec, model_name: str, plan: str) -> Wo
     recorder = StepRecorder()
     recorder.storages.add(state + opt_state + batch)
     observer = _WorkloadObserver(recorder, state + batch)
-    with recorder:
+    with isolated(), recorder:
         run_step(step, observer)
 
     def per_class(phase: str) -> dict[str, OpCost]:

@@ -59,3 +59,14 @@ def test_thread_count_does_not_change_the_workload() -> None:
     torch.set_num_threads(2)
     two = measure_workload(_net(16), (3, 16, 16), 8, model_name="net", cache=False)
     assert one == two
+
+
+def test_measuring_leaves_the_callers_rng_and_grad_mode_alone() -> None:
+    model = nn.Sequential(nn.Linear(6, 6), nn.Dropout(0.5), nn.Linear(6, 2))
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    with torch.no_grad():  # a caller inside no_grad still gets a training step
+        w = measure_workload(model, (6,), 4, model_name="drop", cache=False)
+    assert torch.equal(torch.rand(3), expected)
+    assert w.backward["dense"].flops > 0

@@ -102,3 +102,17 @@ def test_elementwise_and_optimizer_costs() -> None:
         cache=False,
     )
     assert adam.optimizer.flops > w.optimizer.flops
+
+
+class _Attention(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = x.view(x.shape[0], 2, 8, 4)  # (batch, heads, tokens, dim)
+        return torch.nn.functional.scaled_dot_product_attention(q, q, q).flatten(1)
+
+
+def test_cpu_attention_counts_two_matmuls() -> None:
+    model = nn.Sequential(nn.Linear(64, 64), _Attention(), nn.Linear(64, 3))
+    w = _measure(model, (64,))
+    linears = 2 * B * 64 * 64 + 2 * B * 64 * 3
+    scores_and_values = 2 * (2 * B * 2 * 8 * 8 * 4)  # q k^T and p v per head
+    assert w.forward["dense"].flops == linears + scores_and_values
