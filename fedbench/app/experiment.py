@@ -20,6 +20,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from fedbench.app.client_app import build_model
+from fedbench.app.fleet_view import FleetView
 from fedbench.app.protocol import TrainTask
 from fedbench.app.registry import register_fleet
 from fedbench.app.strategy import FleetFedAvg
@@ -60,7 +61,10 @@ def run_experiment(grid: Grid, experiment: dict[str, Any], run_dir: Path) -> dic
             grid, devices, record, float(experiment["runtime"]["wait_for_nodes_s"])
         )
         ledger = Ledger(devices)
-        strategy = FleetFedAvg(selector, ledger, node_of, record)
+        view = FleetView(devices, experiment["fleet"].get("knobs"))
+        view.predict(ledger, model, experiment, scenario, ctx)
+        deadline = experiment["train"].get("deadline_s")
+        strategy = FleetFedAvg(selector, ledger, node_of, record, deadline)
         index_of = {d.name: d.index for d in devices}
         loss, acc = evaluate(model, ctx.splits.test)
         writer.day(DayResult(0, 0, acc, loss, 0.0, time.perf_counter() - wall_start))
@@ -70,6 +74,7 @@ def run_experiment(grid: Grid, experiment: dict[str, Any], run_dir: Path) -> dic
         timeout = float(experiment["runtime"]["round_timeout_s"])
         for spec in scenario.schedule():
             now_s = max(now_s, spec.earliest_start_s)
+            view.update_availability(ledger, now_s)
             task = TrainTask(spec.round, spec.day, -1, now_s, None)
             round_start = time.perf_counter()
             replies = grid.send_and_receive(
@@ -82,7 +87,7 @@ def run_experiment(grid: Grid, experiment: dict[str, Any], run_dir: Path) -> dic
             writer.rounds(reports)
             ledger.record(reports, index_of)
             _carry_state(ledger, reports, index_of, now_s)
-            now_s += _round_duration(reports)
+            now_s += _round_duration(reports, deadline)
             if new_arrays is not None:
                 arrays = new_arrays
             if spec.evaluate:
@@ -127,10 +132,11 @@ def _carry_state(
             ledger.set_state(index_of[r.device], DeviceState(r.temp_c_end, r.battery_pct, end))
 
 
-def _round_duration(reports: list[RoundReport]) -> float:
-    """A round lasts as long as its slowest participant (virtual seconds)."""
+def _round_duration(reports: list[RoundReport], deadline_s: float | None) -> float:
+    """A round lasts as long as its slowest participant, or until the deadline."""
     times = [r.round_trip_s for r in reports if not math.isnan(r.round_trip_s)]
-    return max(times, default=0.0)
+    longest = max(times, default=0.0)
+    return longest if deadline_s is None else min(longest, float(deadline_s))
 
 
 def _clock(seconds: float) -> str:

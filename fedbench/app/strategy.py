@@ -30,6 +30,7 @@ class FleetFedAvg(FedAvg):
         ledger: Ledger,
         node_of: dict[int, int],
         experiment: ConfigRecord,
+        deadline_s: float | None = None,
     ) -> None:
         super().__init__(fraction_evaluate=0.0, min_available_nodes=1, min_train_nodes=1)
         self.selector = selector
@@ -37,6 +38,7 @@ class FleetFedAvg(FedAvg):
         self.node_of = node_of  # device index -> Flower node id
         self.device_of = {node: i for i, node in node_of.items()}
         self.experiment = experiment
+        self.deadline_s = deadline_s
         self.reports: list[RoundReport] = []  # the last round's, one per picked device
         self._picked: dict[int, int] = {}  # node id -> device index, this round
         self._task: TrainTask | None = None
@@ -116,6 +118,10 @@ class FleetFedAvg(FedAvg):
             ), None
         if report.status != "ok":
             return report, None
+        if self.deadline_s is not None and report.round_trip_s > self.deadline_s:
+            # Late: its update is not averaged, but the energy it spent stays recorded.
+            late = f"round trip {report.round_trip_s:.1f}s > deadline {self.deadline_s:g}s"
+            return report.with_status("timeout", late), None
         if ARRAYS not in content.array_records or METRICS not in content.metric_records:
             return report.with_status("failed", "malformed reply: no weights or metrics"), None
         return report, content

@@ -44,3 +44,7 @@ class Scenario(ABC):
     @abstractmethod
     def device_data(self, ctx: DataContext, device_index: int, day: int) -> Tensors:
         """What device `device_index` trains on in a round of `day`."""
+
+    @abstractmethod
+    def expected_examples(self, ctx: DataContext, device_index: int) -> int:
+        """How many examples a round of this device trains on (for predictions)."""

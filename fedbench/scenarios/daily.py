@@ -53,6 +53,10 @@ class DailyScenario(Scenario):
                 )
         return rounds
 
+    def expected_examples(self, ctx: DataContext, device_index: int) -> int:
+        # A steady-state day: today's samples plus the replay buffer, full.
+        return self.new_samples_per_day * (1 + self.replay_days)
+
     def device_data(self, ctx: DataContext, device_index: int, day: int) -> Tensors:
         stream = DailyStream(
             ctx.splits.pool,

@@ -27,5 +27,8 @@ class FederatedRounds(Scenario):
             for r in range(1, self.rounds + 1)
         ]
 
+    def expected_examples(self, ctx: DataContext, device_index: int) -> int:
+        return len(ctx.partitions[device_index])
+
     def device_data(self, ctx: DataContext, device_index: int, day: int) -> Tensors:
         return ctx.splits.pool.subset(ctx.partitions[device_index])
