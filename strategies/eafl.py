@@ -21,7 +21,10 @@ the exploit/explore split and sampling are Oort's.
 A device whose battery is below `battery_floor_pct` is never picked: one
 more round could empty it and it would drop out mid-round. A device with no
 battery figure (mains-powered board, or not yet reported) counts as full,
-b_i = 1: mains power is the energy a battery-powered fleet lacks.
+b_i = 1: mains power is the energy a battery-powered fleet lacks. Nor is a
+device the server predicts cannot finish a round at all (infinite predicted
+time: a round needs more energy than its full battery holds) - the blend
+would otherwise let a full battery outweigh a zero Oort score.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedbench.ledger import Ledger
-from strategies.common import check_number
+from strategies.common import check_number, round_time_s
 from strategies.oort import Oort
 
 
@@ -75,7 +78,8 @@ class EAFL(Oort):
     def eligible(self, ledger: Ledger, now_s: float) -> np.ndarray:
         idx = super().eligible(ledger, now_s)
         # NaN (no battery) compares False: mains-powered devices stay eligible.
-        return idx[~(ledger.battery_pct[idx] < self.battery_floor_pct)]
+        low = ledger.battery_pct[idx] < self.battery_floor_pct
+        return idx[~low & ~np.isposinf(round_time_s(ledger, idx))]
 
     def battery(self, ledger: Ledger, idx: np.ndarray) -> np.ndarray:
         """b_i in [0, 1]; 1 where the device reported no battery."""

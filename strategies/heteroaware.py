@@ -141,9 +141,12 @@ class HeteroAware(SelectionStrategy):
         cost = np.ones(len(idx))
         filled = np.zeros(len(idx), dtype=bool)
         for figure in (energy_j(ledger, idx) * slow, round_time_s(ledger, idx) * slow):
-            usable = ~filled & np.isfinite(figure) & (figure > 0)
+            # inf (the profile predicts the round cannot finish) stays inf: score 0.
+            usable = ~filled & ~np.isnan(figure) & (figure > 0)
+            finite = usable & np.isfinite(figure)
             if usable.any():
-                cost[usable] = figure[usable] / float(np.median(figure[usable]))
+                median = float(np.median(figure[finite])) if finite.any() else 1.0
+                cost[usable] = figure[usable] / median
                 filled |= usable
         battery = np.clip(np.nan_to_num(ledger.battery_pct[idx] / 100.0, nan=1.0), 0.0, 1.0)
         return cost * (1.0 + self.params.battery_weight * (1.0 - battery))

@@ -61,7 +61,7 @@ class TiFL(SelectionStrategy):
     def tiers(self, ledger: Ledger) -> np.ndarray:
         """Tier of every device: 0 fastest .. num_tiers - 1 slowest, num_tiers unprofiled."""
         t = round_time_s(ledger, np.arange(len(ledger)))
-        known = np.flatnonzero(np.isfinite(t))
+        known = np.flatnonzero(~np.isnan(t))  # inf (predicted infeasible): slowest
         tier = np.full(len(ledger), self.num_tiers, dtype=np.int64)
         order = known[np.argsort(t[known], kind="stable")]
         tier[order] = np.arange(len(order)) * self.num_tiers // max(len(order), 1)
@@ -82,7 +82,7 @@ class TiFL(SelectionStrategy):
         # A tier whose probability was ranked to ~0 still beats no tier at all.
         weights = weights if weights.sum() > 0 else allowed.astype(np.float64)
         chosen = int(self.rng.choice(len(weights), p=weights / weights.sum()))
-        self.credits[chosen] -= 1
+        self.credits[chosen] = max(self.credits[chosen] - 1, 0)  # fallback tiers may have none
         inside = eligible[tier[eligible] == chosen]
         if len(inside) >= k:
             return self.rng.choice(inside, size=k, replace=False)
@@ -106,7 +106,7 @@ class TiFL(SelectionStrategy):
         self, ledger: Ledger, eligible: np.ndarray, tier: np.ndarray, chosen: int, k: int
     ) -> np.ndarray:
         t = round_time_s(ledger, eligible)
-        ranked = eligible[np.argsort(np.where(np.isfinite(t), t, np.inf), kind="stable")]
+        ranked = eligible[np.argsort(np.where(np.isnan(t), np.inf, t), kind="stable")]
         block = np.flatnonzero(tier[ranked] == chosen)
         centre = int(block.mean()) if len(block) else 0
         start = min(max(centre - k // 2, 0), len(ranked) - k)

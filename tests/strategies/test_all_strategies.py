@@ -108,3 +108,21 @@ def test_yaml_builds_and_selects(path: Path) -> None:
     assert isinstance(strategy, SelectionStrategy)
     assert len(strategy.select(mixed(), 2, 0.0)) > 0
     assert path.read_text().startswith(f"# python -m fedbench strategy={path.stem}\n")
+
+
+@pytest.mark.parametrize("name", sorted(MAKERS))
+def test_predicted_infeasible_devices(name: str) -> None:
+    """The server predicts inf time and energy where a profile cannot finish a round."""
+    ledger = mixed()
+    hopeless = np.flatnonzero(ledger.selected == 0)[:10]
+    ledger.pred_latency_s[hopeless] = np.inf
+    ledger.pred_energy_j[hopeless] = np.inf
+    strategy = MAKERS[name](0)
+    for r in range(2, 7):
+        chosen = strategy.select(ledger, r, 0.0)
+        assert len(chosen) > 0
+        if name in ("fedcs", "heteroaware", "oort", "eafl"):  # deadline or (T / inf)^alpha = 0
+            assert not set(hopeless.tolist()) & set(chosen.tolist()), name
+    if name == "tifl":
+        tiers = TiFL(8, num_tiers=3).tiers(ledger)
+        assert np.all(tiers[hopeless] == 2)  # the slowest tier, not "unprofiled"
