@@ -19,19 +19,26 @@ from omegaconf import DictConfig
 from fedbench.config import resolve
 from fedbench.errors import FedbenchError
 from fedbench.preflight import preflight, targets
+from fedbench.resume import resumed_experiment
 
 
 def run(cfg: DictConfig) -> None:
     experiment = resolve(cfg)
+    resume = experiment.pop("resume", None)
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     experiment["output_dir"] = str(run_dir)
     if "name" not in experiment:
         choices = HydraConfig.get().runtime.choices
         experiment["name"] = choices.get("experiment") or "default"
+    if resume:
+        overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith("resume=")]
+        experiment = resumed_experiment(Path(resume), experiment if overrides else None)
+        run_dir = Path(experiment["output_dir"])
     for path, target in targets(experiment):
         print(f"[fedbench] {path}: {target}", file=sys.stderr)
     preflight(experiment)
-    (run_dir / "config.yaml").write_text(yaml.safe_dump(experiment, sort_keys=False))
+    if not resume:
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(experiment, sort_keys=False))
     runtime = instantiate(cfg.runtime)
     runtime.run(experiment, run_dir, bool(experiment.get("verbose", False)))
 

@@ -137,5 +137,28 @@ class Ledger:
             float(self.temp_c[i]), float(self.battery_pct[i]), float(self.state_time_s[i])
         )
 
+    def state_dict(self) -> dict[str, object]:
+        """Every per-device array and the plans: what a checkpoint must restore."""
+        state: dict[str, object] = {
+            name: getattr(self, name).copy()
+            for name, value in vars(self).items()
+            if isinstance(value, np.ndarray)
+        }
+        state["plan"] = list(self.plan)
+        return state
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        for name, value in state.items():
+            if name == "plan":
+                self.plan = list(value)  # type: ignore[call-overload]
+            else:
+                current = getattr(self, name)
+                restored = np.asarray(value)
+                if restored.shape != current.shape:
+                    raise ValueError(
+                        f"ledger '{name}' has {restored.shape}, expected {current.shape}"
+                    )
+                setattr(self, name, restored.copy())
+
     def names(self, indices: Sequence[int] | np.ndarray) -> list[str]:
         return [self.devices[int(i)].name for i in indices]

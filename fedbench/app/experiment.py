@@ -19,6 +19,7 @@ from flwr.serverapp import Grid
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from fedbench.app import checkpoint
 from fedbench.app.client_app import build_model
 from fedbench.app.fleet_view import FleetView
 from fedbench.app.protocol import TrainTask
@@ -37,6 +38,7 @@ from fedbench.train.loop import evaluate
 
 
 def run_experiment(grid: Grid, experiment: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """Run (or, if run_dir holds a checkpoint, continue) one experiment."""
     wall_start = time.perf_counter()
     devices = expand_fleet(experiment["fleet"])
     scenario: Scenario = instantiate(OmegaConf.create(experiment["scenario"]))
@@ -46,33 +48,43 @@ def run_experiment(grid: Grid, experiment: dict[str, Any], run_dir: Path) -> dic
     writer = RunWriter(run_dir, {"name": name, "num_devices": len(devices)})
     try:
         ctx = data_context(experiment, len(devices))
-        state, cached = pretrained_state(
-            experiment, scenario.pretrain, ctx, lambda: build_model(experiment)
-        )
         model = build_model(experiment)
-        model.load_state_dict(state)
-        _progress(
-            f"pretrained {experiment['model']['name']} "
-            f"({'cache' if cached else f'{scenario.pretrain.epochs} epochs'}); "
-            f"waiting for {len(devices)} devices"
-        )
-        record = to_flower(experiment)
-        node_of = register_fleet(
-            grid, devices, record, float(experiment["runtime"]["wait_for_nodes_s"])
-        )
         ledger = Ledger(devices)
         view = FleetView(devices, experiment["fleet"].get("knobs"))
         view.predict(ledger, model, experiment, scenario, ctx)
+        resumed = checkpoint.load(run_dir)
+        if resumed is None:
+            state, cached = pretrained_state(
+                experiment, scenario.pretrain, ctx, lambda: build_model(experiment)
+            )
+            model.load_state_dict(state)
+            how = "cache" if cached else f"{scenario.pretrain.epochs} epochs"
+            _progress(f"pretrained {experiment['model']['name']} ({how})")
+            loss, acc = evaluate(model, ctx.splits.test)
+            writer.day(DayResult(0, 0, acc, loss, 0.0, time.perf_counter() - wall_start))
+            _progress(f"day 0: accuracy {100 * acc:.2f}% (pretrained)")
+            done, now_s = 0, 0.0
+        else:
+            model.load_state_dict(resumed.arrays)
+            selector.load_state_dict(resumed.selector)
+            ledger.load_state_dict(resumed.ledger)
+            writer.load_state_dict(resumed.writer)
+            checkpoint.set_rng_state(resumed.rng)
+            done, now_s = resumed.round, resumed.now_s
+            _progress(f"resuming after round {done} (virtual {_clock(now_s)})")
+        record = to_flower(experiment)
+        _progress(f"waiting for {len(devices)} devices")
+        node_of = register_fleet(
+            grid, devices, record, float(experiment["runtime"]["wait_for_nodes_s"])
+        )
         deadline = experiment["train"].get("deadline_s")
         strategy = FleetFedAvg(selector, ledger, node_of, record, deadline)
         index_of = {d.name: d.index for d in devices}
-        loss, acc = evaluate(model, ctx.splits.test)
-        writer.day(DayResult(0, 0, acc, loss, 0.0, time.perf_counter() - wall_start))
-        _progress(f"day 0: accuracy {100 * acc:.2f}% (pretrained)")
         arrays = ArrayRecord(model.state_dict())
-        now_s = 0.0
         timeout = float(experiment["runtime"]["round_timeout_s"])
         for spec in scenario.schedule():
+            if spec.round <= done:
+                continue
             now_s = max(now_s, spec.earliest_start_s)
             view.update_availability(ledger, now_s)
             task = TrainTask(spec.round, spec.day, -1, now_s, None)
@@ -93,23 +105,25 @@ def run_experiment(grid: Grid, experiment: dict[str, Any], run_dir: Path) -> dic
             if spec.evaluate:
                 model.load_state_dict(arrays.to_torch_state_dict())
                 loss, acc = evaluate(model, ctx.splits.test)
-                writer.day(
-                    DayResult(
-                        spec.day,
-                        spec.round,
-                        acc,
-                        loss,
-                        now_s,
-                        time.perf_counter() - wall_start,
-                        round_wall,
-                    )
-                )
+                wall = time.perf_counter() - wall_start
+                writer.day(DayResult(spec.day, spec.round, acc, loss, now_s, wall, round_wall))
                 ok = sum(r.status == "ok" for r in reports)
                 _progress(
                     f"day {spec.day}: accuracy {100 * acc:.2f}% | round {spec.round} | "
-                    f"{ok}/{len(reports)} devices ok | virtual {_clock(now_s)} | "
-                    f"wall {time.perf_counter() - wall_start:.0f}s"
+                    f"{ok}/{len(reports)} devices ok | virtual {_clock(now_s)} | wall {wall:.0f}s"
                 )
+            checkpoint.save(
+                run_dir,
+                checkpoint.Checkpoint(
+                    round=spec.round,
+                    now_s=now_s,
+                    arrays=arrays.to_torch_state_dict(),
+                    selector=selector.state_dict(),
+                    ledger=ledger.state_dict(),
+                    writer=writer.state_dict(),
+                    rng=checkpoint.rng_state(),
+                ),
+            )
     except BaseException as exc:
         writer.finish("failed", f"{type(exc).__name__}: {exc}")
         raise

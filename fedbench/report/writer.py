@@ -51,6 +51,42 @@ class RunWriter:
             self._rows.writeheader()
             self._flush()
 
+    def state_dict(self) -> dict[str, Any]:
+        """Counters and the byte length of rounds.csv: a checkpoint's view of the folder."""
+        return {
+            "days": [asdict(d) for d in self.days],
+            "statuses": dict(self.statuses),
+            "energy_j": self.energy_j,
+            "reports": self.reports,
+            "virtual_time_s": self.virtual_time_s,
+            "csv_bytes": self._csv.tell(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from a checkpoint; rows past it are moved aside, never dropped.
+
+        Rows after the checkpoint belong to a round that did not complete
+        (the run was killed mid-round). That round is run again and writes
+        the same rows, so they are moved to rounds.interrupted-<n>.csv.
+        """
+        self.days = [DayResult(**d) for d in state["days"]]
+        self.statuses = Counter(state["statuses"])
+        self.energy_j = float(state["energy_j"])
+        self.reports = int(state["reports"])
+        self.virtual_time_s = float(state["virtual_time_s"])
+        path = self.run_dir / ROUNDS_CSV
+        self._csv.close()
+        keep = int(state["csv_bytes"])
+        data = path.read_bytes()
+        if len(data) > keep:
+            n = len(list(self.run_dir.glob("rounds.interrupted-*.csv"))) + 1
+            header = data.split(b"\n", 1)[0] + b"\n"
+            (self.run_dir / f"rounds.interrupted-{n}.csv").write_bytes(header + data[keep:])
+            with path.open("r+b") as f:
+                f.truncate(keep)
+        self._csv = path.open("a", newline="")
+        self._rows = csv.DictWriter(self._csv, fieldnames=CSV_FIELDS)
+
     def rounds(self, reports: list[RoundReport]) -> None:
         for report in reports:
             self._rows.writerow(to_row(report))

@@ -1,0 +1,97 @@
+"""Crash-safe runs: SIGKILL in the middle of a round, resume, compare with an uninterrupted run."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.helpers import run_fedbench
+
+pytestmark = pytest.mark.slow
+
+# Emulated devices: their latencies, energies and temperatures are virtual and
+# deterministic, so two runs agree on every figure but the host's wall clock
+# and Flower's random node ids.
+ARGS = [
+    "experiment=smoke", "fleet=mixed8", "strategy.clients_per_round=4", "scenario.days=4",
+    "scenario.new_samples_per_day=48", "seed=5",
+]
+HOST_DEPENDENT = ("node", "host_wall_s")
+
+
+def _rows(run_dir: Path) -> list[dict[str, str]]:
+    rows = list(csv.DictReader((run_dir / "rounds.csv").open()))
+    return [{k: v for k, v in r.items() if k not in HOST_DEPENDENT} for r in rows]
+
+
+def _end_ray(temp_dir: str) -> None:
+    """End the Ray processes the killed run left, found by PID through its temp dir."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        ours = [p for p in psutil.process_iter(["cmdline"])
+                if any(temp_dir in c for c in p.info["cmdline"] or [])]
+        if not ours:
+            return
+        time.sleep(1)
+    for p in ours:
+        p.kill()
+
+
+def test_sigkill_mid_round_then_resume_matches_uninterrupted(tmp_path: Path) -> None:
+    straight = tmp_path / "straight"
+    proc = run_fedbench(ARGS, straight)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+    crashed = tmp_path / "crashed"
+    ray_tmp = tempfile.mkdtemp(prefix="fbk-")
+    cmd = [sys.executable, "-m", "fedbench", *ARGS, f"hydra.run.dir={crashed}",
+           f"runtime.ray_temp_dir={ray_tmp}"]
+    run = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                           env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"})
+    assert run.stderr is not None
+    for line in run.stderr:
+        if line.startswith("[fedbench] day 2:"):
+            run.send_signal(signal.SIGKILL)  # round 3 has been sent out
+            break
+    run.wait(timeout=60)
+    _end_ray(ray_tmp)
+    shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert run.returncode == -signal.SIGKILL
+    summary = json.loads((crashed / "summary.json").read_text())
+    assert summary["status"] == "running" and summary["final_day"] == 2  # kept what it measured
+
+    proc = run_fedbench([f"resume={crashed}"], tmp_path / "resume-invocation")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "resuming after round" in proc.stderr
+
+    assert _rows(crashed) == _rows(straight)
+    a = json.loads((straight / "summary.json").read_text())
+    b = json.loads((crashed / "summary.json").read_text())
+    assert b["status"] == "completed"
+    assert b["accuracy_per_day"] == a["accuracy_per_day"]
+    assert b["totals"]["energy_j"] == pytest.approx(a["totals"]["energy_j"], rel=1e-12)
+    assert b["totals"]["virtual_time_s"] == a["totals"]["virtual_time_s"]
+
+
+def test_resume_with_a_different_config_is_refused(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    assert run_fedbench(["experiment=smoke", "scenario.days=1"], run_dir).returncode == 0
+    proc = run_fedbench(
+        ["experiment=smoke", "scenario.days=1", "seed=9", f"resume={run_dir}"], tmp_path / "x"
+    )
+    assert proc.returncode == 2
+    assert "was run with a different config: seed: 0 in the folder, 9 now" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    proc = run_fedbench([f"resume={tmp_path / 'nowhere'}"], tmp_path / "y")
+    assert proc.returncode == 2 and "no such run folder" in proc.stderr
