@@ -33,6 +33,7 @@ import torch
 
 from fedbench.devices.meter import Cost, Meter, TrainJob
 from fedbench.measure.probe import Probe
+from fedbench.measure.probe.sampler import check_interval
 
 
 class ProbeMeter(Meter):
@@ -41,6 +42,7 @@ class ProbeMeter(Meter):
     kind = "physical"
 
     def __init__(self, interval_s: float = 0.01, root: str | Path = "/") -> None:
+        check_interval(interval_s)
         self.interval_s = interval_s
         self.root = Path(root)
 

@@ -70,7 +70,7 @@ STEP_MARK = "fedbench::profiled_step"
 PHASE_MARK = "fedbench::phase::"
 
 _DENSE = re.compile(
-    r"(conv\w*|_convolution\w*|convolution\w*|mkldnn_convolution\w*|linear|linear_backward"
+    r"(_?conv\w*|mkldnn_convolution\w*|cudnn_convolution\w*|linear|linear_backward"
     r"|mkldnn_linear\w*|addmm|mm|bmm|baddbmm|addbmm|matmul|einsum|\w*scaled_dot_product\w*"
     r"|lstm\w*|gru\w*|rnn_\w*|mkldnn_rnn\w*)"
 )
@@ -275,11 +275,13 @@ def op_table(step: ProfiledStep, trace: ProbeTrace) -> list[OpRow]:
     rows.append(
         _row("class", "untracked", "untracked", _gaps(ops, t0, t1, step.phases), step_s, trace)
     )
-    names = sorted({o.name for o in ops})
+    # A name can fall in two classes (conv2d: dense or depthwise): one row each.
+    keys = sorted({(o.name, o.op_class) for o in ops})
     by_name = [
-        _row("op", n, next(o.op_class for o in ops if o.name == n),
-             [(o.start, o.end, o.phase) for o in ops if o.name == n], step_s, trace)
-        for n in names
+        _row("op", name, op_class,
+             [(o.start, o.end, o.phase) for o in ops if (o.name, o.op_class) == (name, op_class)],
+             step_s, trace)
+        for name, op_class in keys
     ]  # fmt: skip
     return rows + sorted(by_name, key=lambda r: -r.time_s)
 

@@ -67,16 +67,29 @@ def take_sample(sources: Sequence[Source]) -> dict[str, float]:
     """One reading of every source as trace keys (trace.py)."""
     values: dict[str, float] = {}
     for source in sources:
-        value = source.read()
+        try:
+            value = source.read()
+            channels = source.channels()
+            energy = source.energy_j() if isinstance(source, PowerSource) else None
+        except (OSError, ValueError):
+            # A sensor that vanished or printed garbage (hot-unplug, a driver
+            # mid-update) misses this sample; the thread must keep sampling.
+            continue
         if value is not None:
             values[source.name] = value
-        for channel, v in source.channels().items():
+        for channel, v in channels.items():
             values[f"{source.name}/{channel}"] = v
-        if isinstance(source, PowerSource):
-            energy = source.energy_j()
-            if energy is not None:
-                values[source.name + ENERGY_SUFFIX] = energy
+        if energy is not None:
+            values[source.name + ENERGY_SUFFIX] = energy
     return values
+
+
+def check_interval(interval_s: float) -> None:
+    """Reject a sampling interval that is not a positive number of seconds."""
+    if not interval_s > 0:
+        raise FedbenchError(
+            f"probe interval_s={interval_s!r} must be a positive number of seconds (default 0.01)"
+        )
 
 
 class Probe:
@@ -88,10 +101,7 @@ class Probe:
         root: str | Path = "/",
         sources: Sequence[Source] | None = None,
     ) -> None:
-        if not interval_s > 0:
-            raise FedbenchError(
-                f"probe interval_s={interval_s!r} must be a positive number of seconds"
-            )
+        check_interval(interval_s)
         self.interval_s = interval_s
         self.root = Path(root)
         self._candidates = list(sources) if sources is not None else default_sources(self.root)

@@ -82,8 +82,9 @@ def test_profile_step_on_a_tiny_cnn(tmp_path: Path) -> None:
     assert dense.forward_s > 0 and dense.backward_s > 0
     assert classes["depthwise"].count == 2  # one forward conv2d, one convolution_backward
     assert classes["elementwise"].optimizer_s > 0
-    names = {r.name for r in ops}
-    assert {"aten::conv2d", "aten::convolution_backward"} <= names
+    kinds = {(r.name, r.op_class) for r in ops}
+    assert {("aten::conv2d", "dense"), ("aten::conv2d", "depthwise")} <= kinds
+    assert ("aten::convolution_backward", "depthwise") in kinds
     for r in rows:
         assert r.forward_s + r.backward_s + r.optimizer_s <= r.time_s + 1e-9
     # No power sensor on the test host -> NaN energy, never 0.

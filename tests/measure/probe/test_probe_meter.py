@@ -13,6 +13,7 @@ from torch import nn
 
 from fedbench.devices.meter import Meter, TrainJob
 from fedbench.devices.probe_meter import ProbeMeter
+from fedbench.errors import FedbenchError
 from fedbench.measure.probe import PowerSource, default_sources
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -48,17 +49,27 @@ def test_probe_meter_on_this_host() -> None:
     meter = ProbeMeter()
     assert isinstance(meter, Meter) and meter.kind == "physical"
     model = tiny_model()
+
+    def train_for_a_while() -> float:
+        # /proc/stat counts 10 ms ticks: a window shorter than a tick has no
+        # utilisation figure (NaN), so train for ~0.1 s.
+        end = time.perf_counter() + 0.1
+        loss = tiny_training(model)
+        while time.perf_counter() < end:
+            loss = tiny_training(model)
+        return loss
+
     start = time.perf_counter()
-    loss, cost = meter.measure(model, JOB, lambda: tiny_training(model))
+    loss, cost = meter.measure(model, JOB, train_for_a_while)
     wall = time.perf_counter() - start
     assert loss is not None and math.isfinite(loss)
     assert cost.status == "ok" and cost.plan == "bs8"
-    assert 0.0 < cost.latency_s <= wall
+    assert 0.1 <= cost.latency_s <= wall
     assert cost.mem_budget_mb > 0
     assert cost.peak_mem_mb >= 0.0
     assert cost.extra["peak_rss_mb"] >= cost.extra["rss_start_mb"] > 0
     assert 0.0 <= cost.extra["cpu_util_avg"] <= 1.0
-    assert cost.extra["probe_samples"] >= 2
+    assert cost.extra["probe_samples"] >= 3
     assert math.isnan(cost.comm_s)  # the meter does not see the network
     # Power figures exactly when the host has a power sensor, NaN otherwise.
     present = {s.name for s in default_sources(Path("/")) if s.available()}
@@ -107,3 +118,8 @@ def test_probe_stops_when_training_fails() -> None:
     with pytest.raises(RuntimeError, match="diverged"):
         ProbeMeter().measure(tiny_model(), JOB, failing)
     assert not any(t.name == "fedbench-probe" for t in threading.enumerate())
+
+
+def test_probe_meter_rejects_a_bad_interval() -> None:
+    with pytest.raises(FedbenchError, match="interval_s=-1"):
+        ProbeMeter(interval_s=-1)

@@ -118,3 +118,22 @@ def test_sampler_lifecycle_with_a_scripted_source() -> None:
 def test_interval_must_be_positive() -> None:
     with pytest.raises(FedbenchError, match="interval_s=0"):
         Probe(interval_s=0)
+
+
+class FlakySource(ScriptedPower):
+    name: ClassVar[str] = "flaky"
+
+    def read(self) -> float | None:
+        self.calls["read"] += 1
+        if self.calls["read"] % 2 == 0:
+            raise OSError("No such device")  # a hot-unplugged sensor
+        return 1.0
+
+
+def test_a_failing_read_misses_the_sample_not_the_run() -> None:
+    source = FlakySource()
+    with Probe(interval_s=0.005, sources=[source]) as trace:
+        time.sleep(0.06)
+    values = trace.series("flaky")
+    assert len(values) >= 4
+    assert np.isnan(values).any() and (values == 1.0).any()
