@@ -148,7 +148,7 @@ class OpRow:
     level: str  # "class" or "op"
     name: str  # the class, or the aten op name
     op_class: str
-    count: int
+    count: int  # calls; for "untracked", the gaps between ops
     time_s: float
     share: float  # of the profiled step's wall time
     forward_s: float
@@ -209,14 +209,17 @@ def extract_ops(events: Iterable[Any], step_start: float) -> ProfiledStep:
     phases = tuple(
         (e.name.removeprefix(PHASE_MARK), *span(e)) for e in events if e.name.startswith(PHASE_MARK)
     )
+    t0, t1 = span(step)
     ops: list[OpInterval] = []
     for e in events:
         if not _outermost_aten(e):
             continue
         a, b = span(e)
+        if not t0 <= a <= t1:  # profiler set-up and tear-down are not the step
+            continue
         phase = next((p for p, p0, p1 in phases if p0 <= a <= p1), "")
         ops.append(OpInterval(e.name, classify_op(e.name, e.input_shapes or ()), phase, a, b))
-    return ProfiledStep(tuple(ops), phases, *span(step))
+    return ProfiledStep(tuple(ops), phases, t0, t1)
 
 
 def _row(
@@ -230,8 +233,8 @@ def _row(
     t_power, power = trace.power_series()
     t_util, util = trace.cpu_util_series()
     has_power = bool(np.isfinite(power).any())
-    time_s = sum(b - a for a, b, _ in spans)
-    by_phase = {p: sum(b - a for a, b, q in spans if q == p) for p in PHASES}
+    time_s = sum((b - a for a, b, _ in spans), 0.0)
+    by_phase = {p: sum((b - a for a, b, q in spans if q == p), 0.0) for p in PHASES}
     energy = sum(integrate(t_power, power, a, b) for a, b, _ in spans) if has_power else math.nan
     weighted = [(b - a, interval_mean(t_util, util, a, b)) for a, b, _ in spans]
     weighted = [(w, u) for w, u in weighted if not math.isnan(u) and w > 0]
