@@ -13,6 +13,9 @@ from typing import Any
 
 from fedbench.errors import FedbenchError
 
+# Keys a fleet config may have (conf/fleet/*.yaml).
+FLEET_KEYS = frozenset({"name", "devices", "scale", "knobs", "faults"})
+
 
 @dataclass(frozen=True)
 class DeviceSpec:
@@ -28,6 +31,11 @@ def expand_fleet(fleet: Mapping[str, Any]) -> tuple[DeviceSpec, ...]:
     the leftover devices), so `fleet=phones_100 fleet.scale=10000` is the same
     mix at 100x.
     """
+    unknown = set(fleet) - FLEET_KEYS
+    if unknown:
+        raise FedbenchError(
+            f"fleet has unknown key(s) {sorted(unknown)}; valid: {', '.join(sorted(FLEET_KEYS))}"
+        )
     groups = fleet.get("devices")
     if not isinstance(groups, Sequence) or not groups:
         raise FedbenchError("fleet.devices must be a non-empty list of {profile, count}")

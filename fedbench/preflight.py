@@ -14,6 +14,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from fedbench.devices.faults import fault_models
 from fedbench.errors import FedbenchError
 from fedbench.fleet import expand_fleet
 
@@ -49,6 +50,7 @@ def preflight(experiment: dict[str, Any]) -> None:
     from fedbench.scenarios.context import data_context
 
     devices = expand_fleet(experiment["fleet"])
+    fault_models(experiment["fleet"].get("faults"))
     for profile in sorted({d.profile for d in devices}):
         make_meter(profile, experiment["fleet"].get("knobs"))
     selector = build("strategy", experiment["strategy"])

@@ -13,6 +13,7 @@ import math
 import time
 import traceback
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -32,6 +33,7 @@ from fedbench.app.protocol import (
     TrainTask,
 )
 from fedbench.config import from_flower
+from fedbench.devices.faults import Fault, FaultModel, InjectedCrash, draw, fault_models
 from fedbench.devices.meter import Cost, Meter, TrainJob
 from fedbench.devices.meters import make_meter
 from fedbench.fleet import DeviceSpec, expand_fleet
@@ -117,17 +119,24 @@ def train(msg: Message, context: Context) -> Message:
         kind=meter.kind,
         status="ok",
     )
+    fault = draw(
+        _faults(experiment), device.profile, int(experiment["seed"]), task.round, task.device_index
+    )
     arrays: ArrayRecord | None = None
-    try:
-        model = build_model(experiment)
-        model.load_state_dict(msg.content.array_records[ARRAYS].to_torch_state_dict())
-        report, trained = _train(experiment, task, device, meter, model, base)
-        if trained:
-            arrays = ArrayRecord(model.state_dict())
-    except Exception as exc:  # noqa: BLE001 - a device failure is data, reported with its reason
-        reason = f"{type(exc).__name__}: {exc}"
-        report = base.with_status("failed", reason[:500])
-        traceback.print_exc()
+    if fault.kind == "dropout":
+        report = base.with_status("dropped", "injected fault: dropout before training")
+    else:
+        try:
+            model = build_model(experiment)
+            model.load_state_dict(msg.content.array_records[ARRAYS].to_torch_state_dict())
+            report, trained = _train(experiment, task, device, meter, model, base)
+            if trained:
+                arrays = ArrayRecord(model.state_dict())
+        except Exception as exc:  # noqa: BLE001 - a device failure is data, reported with its reason
+            reason = f"{type(exc).__name__}: {exc}"
+            report = base.with_status("failed", reason[:500])
+            traceback.print_exc()
+        report, arrays = inject(fault, report, arrays)
     report = RoundReport(**{**report.__dict__, "host_wall_s": time.perf_counter() - wall_start})
     content = RecordDict(
         {
@@ -138,6 +147,49 @@ def train(msg: Message, context: Context) -> Message:
     if arrays is not None:
         content[ARRAYS] = arrays
     return Message(content, reply_to=msg)
+
+
+@functools.lru_cache(maxsize=8)
+def _fault_models(faults_json: str) -> dict[str, FaultModel]:
+    import json
+
+    return fault_models(json.loads(faults_json))
+
+
+def _faults(experiment: DictConfig) -> dict[str, FaultModel]:
+    import json
+
+    faults = experiment["fleet"].get("faults")
+    plain = OmegaConf.to_container(faults) if isinstance(faults, DictConfig) else faults
+    return _fault_models(json.dumps(plain, sort_keys=True))
+
+
+def inject(
+    fault: Fault, report: RoundReport, arrays: ArrayRecord | None
+) -> tuple[RoundReport, ArrayRecord | None]:
+    """Apply this round's injected fault to a finished training (fedbench.devices.faults)."""
+    if fault.slowdown > 1.0 and report.status == "ok":
+        f = fault.slowdown
+        report = replace(
+            report,
+            latency_s=report.latency_s * f,
+            energy_j=report.energy_j * f,
+            round_trip_s=report.round_trip_s + report.latency_s * (f - 1.0),
+            reason=f"injected fault: {f:g}x slowdown",
+        )
+    if arrays is None or not fault.kind:
+        return report, arrays
+    if fault.kind == "crash":
+        raise InjectedCrash(f"injected fault: {report.device} crashed during training")
+    if fault.kind == "network_loss":
+        return report.with_status("dropped", "injected fault: upload lost"), None
+    state = arrays.to_torch_state_dict()
+    name = next(k for k, v in state.items() if v.is_floating_point())
+    if fault.kind == "nan_update":
+        state[name] = torch.full_like(state[name], float("nan"))
+    else:  # bad_update: a tensor of the wrong shape
+        state[name] = torch.zeros(state[name].numel() + 1)
+    return report, ArrayRecord(state)
 
 
 def _train(

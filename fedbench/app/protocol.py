@@ -69,10 +69,11 @@ class TrainTask:
 class Identity:
     """What a node says about itself when the server asks (before round 1)."""
 
-    partition_id: int  # -1 for a device outside the configured fleet (physical, issue 6)
+    partition_id: int  # -1 for a device outside the configured fleet
     device: str
     profile: str
     kind: str
+    node: int = -1  # Flower's node id, filled in by the server from the transport
 
     def to_config(self) -> ConfigRecord:
         return ConfigRecord(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 from flwr.serverapp import Grid
@@ -14,8 +15,8 @@ from fedbench.fleet import DeviceSpec
 
 def register_fleet(
     grid: Grid, devices: tuple[DeviceSpec, ...], experiment: ConfigRecord, timeout_s: float
-) -> dict[int, int]:
-    """Map every device index to its Flower node id, waiting up to `timeout_s`.
+) -> dict[int, Identity]:
+    """Map every device index to its node's identity, waiting up to `timeout_s`.
 
     The server starts before the nodes register (Flower), so poll until all
     the fleet's nodes are connected, then ask each who it is.
@@ -33,7 +34,7 @@ def register_fleet(
         for node in nodes
     ]
     replies = grid.send_and_receive(questions, timeout=max(1.0, deadline - time.monotonic()))
-    node_of: dict[int, int] = {}
+    node_of: dict[int, Identity] = {}
     for reply in replies:
         if reply.has_error():
             raise FedbenchError(
@@ -41,7 +42,7 @@ def register_fleet(
             )
         who = Identity.from_config(reply.content.config_records[IDENTITY])
         if 0 <= who.partition_id < len(devices):
-            node_of[who.partition_id] = reply.metadata.src_node_id
+            node_of[who.partition_id] = replace(who, node=reply.metadata.src_node_id)
     missing = [d.name for d in devices if d.index not in node_of]
     if missing:
         raise FedbenchError(f"no node identified itself as device(s): {', '.join(missing[:5])}")

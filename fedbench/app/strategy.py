@@ -8,6 +8,7 @@ Flower's FedAvg rule. Aggregation stays Flower's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import numpy as np
@@ -16,7 +17,7 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 from flwr.serverapp.strategy.strategy_utils import aggregate_arrayrecords
 
-from fedbench.app.protocol import ARRAYS, CONFIG, METRICS, NUM_EXAMPLES, TrainTask
+from fedbench.app.protocol import ARRAYS, CONFIG, METRICS, NUM_EXAMPLES, Identity, TrainTask
 from fedbench.errors import FedbenchError
 from fedbench.ledger import Ledger
 from fedbench.report.records import RECORD_KEY, RoundReport, from_record
@@ -28,15 +29,15 @@ class FleetFedAvg(FedAvg):
         self,
         selector: SelectionStrategy,
         ledger: Ledger,
-        node_of: dict[int, int],
+        identities: dict[int, Identity],
         experiment: ConfigRecord,
         deadline_s: float | None = None,
     ) -> None:
         super().__init__(fraction_evaluate=0.0, min_available_nodes=1, min_train_nodes=1)
         self.selector = selector
         self.ledger = ledger
-        self.node_of = node_of  # device index -> Flower node id
-        self.device_of = {node: i for i, node in node_of.items()}
+        self.identities = identities  # device index -> what its node said it is
+        self.node_of = {i: who.node for i, who in identities.items()}  # device index -> node id
         self.experiment = experiment
         self.deadline_s = deadline_s
         self.reports: list[RoundReport] = []  # the last round's, one per picked device
@@ -102,7 +103,8 @@ class FleetFedAvg(FedAvg):
     ) -> tuple[RoundReport, RecordDict | None]:
         index = self._picked[node]
         if msg.has_error():
-            return self._empty(server_round, index, "failed", str(msg.error.reason)[:500]), None
+            reason = condense_error(str(msg.error.reason))
+            return self._empty(server_round, index, "failed", reason), None
         content = msg.content
         try:
             report = from_record(content.config_records[RECORD_KEY], node=node)
@@ -135,7 +137,7 @@ class FleetFedAvg(FedAvg):
             node=self.node_of[index],
             device=device.name,
             profile=device.profile,
-            kind="unknown",
+            kind=self.identities[index].kind,
             status=status,
             reason=reason,
         )
@@ -157,3 +159,21 @@ def _bad_update(arrays: ArrayRecord, reference: ArrayRecord | None) -> str:
         if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
             return f"update has NaN/Inf in '{key}'"
     return ""
+
+
+_EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Crash|Interrupt|Exit)): (.+)$")
+
+
+def condense_error(reason: str, limit: int = 300) -> str:
+    """One line from a remote traceback: its last `SomeError: message` line.
+
+    Flower's error replies carry the whole (Ray) traceback; the records keep
+    the exception that ended the ClientApp, which is what a user acts on.
+    """
+    reason = re.sub(r"\x1b\[[0-9;]*m", "", reason)
+    lines = [line.strip() for line in reason.splitlines() if line.strip()]
+    for line in reversed(lines):
+        match = _EXCEPTION_LINE.match(line)
+        if match:
+            return f"{match.group(1).rsplit('.', 1)[-1]}: {match.group(3)}"[:limit]
+    return " ".join(lines)[:limit]
