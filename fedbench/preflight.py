@@ -7,6 +7,7 @@ the key or value and what would be valid.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,16 +23,35 @@ GROUPS_WITH_TARGET: tuple[str, ...] = ("strategy", "scenario", "runtime")
 
 
 def build(group: str, cfg: Any) -> Any:
-    """instantiate(cfg) with Hydra's wrapping peeled off a user mistake."""
+    """instantiate(cfg) with Hydra's wrapping peeled off a user mistake.
+
+    A FedbenchError from a constructor, a keyword the class does not take,
+    or a `_target_` naming nothing become one-line errors; anything else
+    (a bug in fedbench) keeps its traceback.
+    """
     try:
         return instantiate(OmegaConf.create(cfg) if isinstance(cfg, dict) else cfg)
     except InstantiationException as exc:
         cause = exc.__cause__
         if isinstance(cause, FedbenchError):
             raise cause from None
-        if isinstance(cause, TypeError):
+        if isinstance(cause, TypeError) and "argument" in str(cause):
             raise FedbenchError(f"{group}: {cause}") from None
-        raise FedbenchError(f"{group}: {str(exc).splitlines()[0]}") from None
+        target = str(cfg.get("_target_", "")) if hasattr(cfg, "get") else ""
+        if target and not _locatable(target):
+            raise FedbenchError(
+                f"{group}._target_: nothing named '{target}' can be imported"
+            ) from None
+        raise
+
+
+def _locatable(target: str) -> bool:
+    """Whether `target`'s module exists (an error inside it is a bug, not a typo)."""
+    module = target.rsplit(".", 1)[0]
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def targets(experiment: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, str]]:

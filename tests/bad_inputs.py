@@ -1,0 +1,411 @@
+"""The catalogue of bad inputs: each case, what triggers it, and the error it must give.
+
+`tests/test_bad_inputs.py` runs every case; `python -m tests.bad_inputs`
+runs them too and writes docs/bad_inputs.md with the messages actually
+printed, so the table in the docs is what users get.
+"""
+
+from __future__ import annotations
+
+import pickle
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from fedbench.errors import FedbenchError
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    what: str  # the bad input, as a user would write it
+    trigger: Callable[[Path], object]  # raises FedbenchError given a scratch folder
+    expect: tuple[str, ...]  # substrings the message must contain
+
+
+def _profile(tmp: Path, edit: Callable[[dict], None]) -> object:
+    from fedbench.devices.profile import load_profile
+    from fedbench.paths import profiles_dir
+
+    data = yaml.safe_load((profiles_dir() / "rpi4.yaml").read_text())
+    edit(data)
+    path = tmp / "rpi4.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return load_profile(path)
+
+
+def _fleet(fleet: dict) -> Callable[[Path], object]:
+    from fedbench.fleet import expand_fleet
+
+    return lambda tmp: expand_fleet(fleet)
+
+
+def _meter(profile: str, knobs: dict | None = None) -> Callable[[Path], object]:
+    from fedbench.devices.meters import make_meter
+
+    return lambda tmp: make_meter(profile, knobs)
+
+
+def _cifar(tmp: Path, damage: Callable[[Path], None]) -> object:
+    from fedbench.data.cifar10 import Cifar10Source
+    from fedbench.data.cifar10_files import write_cifar10_like
+
+    write_cifar10_like(tmp, n_train_per_batch=20, n_test=20, seed=0)
+    damage(tmp / "cifar-10-batches-py")
+    return Cifar10Source(str(tmp), download=False).load((3, 32, 32))
+
+
+def _reply(edit: Callable[[dict], None]) -> Callable[[Path], object]:
+    from fedbench.report.records import RoundReport, from_record, to_record
+
+    def run(tmp: Path) -> object:
+        record = to_record(RoundReport(1, 1, 7, "rpi4-000", "rpi4", "emulated", "ok"))
+        values = dict(record)
+        edit(values)
+        from flwr.app import ConfigRecord
+
+        return from_record(ConfigRecord(values))
+
+    return run
+
+
+def _resume(tmp: Path, setup: Callable[[Path], None]) -> object:
+    from fedbench.resume import resumed_experiment
+
+    folder = tmp / "run"
+    setup(folder)
+    return resumed_experiment(folder, {"seed": 1, "data": {}})
+
+
+def _partition(n: int, parts: int, scheme: str = "iid", min_size: int = 1) -> Callable:
+    from fedbench.data.partition import partition
+
+    labels = np.arange(n) % 10
+    return lambda tmp: partition(
+        labels, parts, scheme=scheme, alpha=0.01, seed=0, min_size=min_size
+    )
+
+
+def _strategy(target: str, **kwargs: object) -> Callable[[Path], object]:
+    from fedbench.preflight import build
+
+    return lambda tmp: build("strategy", {"_target_": target, **kwargs})
+
+
+def _scenario(**kwargs: object) -> Callable[[Path], object]:
+    from fedbench.preflight import build
+
+    cfg = {
+        "_target_": "fedbench.scenarios.daily.DailyScenario",
+        "days": 2,
+        "new_samples_per_day": 8,
+        **kwargs,
+    }
+    return lambda tmp: build("scenario", cfg)
+
+
+def _model(name: str) -> Callable[[Path], object]:
+    from fedbench.models import build_model
+
+    return lambda tmp: build_model(name)
+
+
+def _write_folder(with_config: bool, with_ckpt: bool, config: dict | None = None) -> Callable:
+    def setup(folder: Path) -> None:
+        folder.mkdir()
+        if with_config:
+            (folder / "config.yaml").write_text(yaml.safe_dump(config or {"seed": 0, "data": {}}))
+        if with_ckpt:
+            (folder / "checkpoint.pt").write_bytes(b"not a checkpoint")
+
+    return setup
+
+
+def _truncate(folder: Path) -> None:
+    path = folder / "data_batch_2"
+    path.write_bytes(path.read_bytes()[:100])
+
+
+def _garbage(folder: Path) -> None:
+    (folder / "test_batch").write_bytes(pickle.dumps({b"data": "oops"}, protocol=2))
+
+
+def _set(path: str, value: object) -> Callable[[dict], None]:
+    def edit(data: dict) -> None:
+        *parents, last = path.split(".")
+        node = data
+        for p in parents:
+            node = node[p]
+        node[last] = value
+
+    return edit
+
+
+def _drop(path: str) -> Callable[[dict], None]:
+    def edit(data: dict) -> None:
+        *parents, last = path.split(".")
+        node = data
+        for p in parents:
+            node = node[p]
+        del node[last]
+
+    return edit
+
+
+CASES: tuple[Case, ...] = (
+    Case(
+        "profile-typo",
+        "device profile key `memroy:` instead of `memory:`",
+        lambda t: _profile(t, lambda d: d.__setitem__("memroy", d.pop("memory"))),
+        ("rpi4.yaml", "memroy", "memory"),
+    ),
+    Case(
+        "profile-missing",
+        "device profile without `thermal.time_constant_s`",
+        lambda t: _profile(t, _drop("thermal.time_constant_s")),
+        ("rpi4.yaml", "thermal.time_constant_s"),
+    ),
+    Case(
+        "profile-type",
+        "device profile `memory.total_mb: four`",
+        lambda t: _profile(t, _set("memory.total_mb", "four")),
+        ("rpi4.yaml", "memory.total_mb"),
+    ),
+    Case(
+        "profile-unit",
+        "device profile `max_freq_ghz: 1500` (MHz where GHz is expected)",
+        lambda t: _profile(t, _set("clusters.a72.max_freq_ghz", 1500)),
+        ("rpi4.yaml", "clusters.a72.max_freq_ghz", "GHz"),
+    ),
+    Case(
+        "profile-source",
+        "device profile number without a `sources:` entry",
+        lambda t: _profile(t, lambda d: d["sources"].pop("memory.total_mb")),
+        ("rpi4.yaml", "memory.total_mb", "source"),
+    ),
+    Case(
+        "profile-unknown",
+        "fleet naming a profile that does not exist (`rpi9`)",
+        _meter("rpi9"),
+        ("rpi9", "rpi4"),
+    ),
+    Case(
+        "knobs-cores",
+        "`fleet.knobs.cores=16` on a 4-core device",
+        _meter("rpi4", {"cores": 16}),
+        ("cores", "16"),
+    ),
+    Case("fleet-empty", "`fleet.devices: []`", _fleet({"devices": []}), ("fleet.devices",)),
+    Case(
+        "fleet-count",
+        "`fleet.devices[0].count: 0`",
+        _fleet({"devices": [{"profile": "rpi4", "count": 0}]}),
+        ("fleet.devices[0].count", "positive integer"),
+    ),
+    Case(
+        "fleet-group-key",
+        "fleet group with `cuont:`",
+        _fleet({"devices": [{"profile": "rpi4", "cuont": 2}]}),
+        ("cuont", "count, profile"),
+    ),
+    Case(
+        "fleet-key",
+        "fleet with an unknown top-level key `devcies:`",
+        _fleet({"devices": [{"profile": "rpi4"}], "devcies": []}),
+        ("devcies", "devices"),
+    ),
+    Case(
+        "fleet-scale",
+        "`fleet.scale: 1` for a fleet of two groups",
+        _fleet({"devices": [{"profile": "a"}, {"profile": "b"}], "scale": 1}),
+        ("fleet.scale", ">= the number of groups"),
+    ),
+    Case(
+        "fault-kind",
+        "`fleet.faults.default.explode: 0.1`",
+        lambda t: __import__("fedbench.devices.faults", fromlist=["x"]).fault_models(
+            {"default": {"explode": 0.1}}
+        ),
+        ("explode", "dropout"),
+    ),
+    Case(
+        "fault-prob",
+        "`fleet.faults.default.dropout: 1.5`",
+        lambda t: __import__("fedbench.devices.faults", fromlist=["x"]).fault_models(
+            {"default": {"dropout": 1.5}}
+        ),
+        ("fleet.faults.default", "[0, 1]"),
+    ),
+    Case(
+        "cifar-missing",
+        "`data=cifar10` with no files under `data.source.root`",
+        lambda t: (
+            __import__("fedbench.data.cifar10", fromlist=["x"])
+            .Cifar10Source(str(t / "none"), download=False)
+            .load((3, 32, 32))
+        ),
+        ("data.source.root", "data_batch_1"),
+    ),
+    Case(
+        "cifar-truncated",
+        "a truncated `data_batch_2`",
+        lambda t: _cifar(t, _truncate),
+        ("data_batch_2",),
+    ),
+    Case(
+        "cifar-corrupt",
+        "a `test_batch` whose pickle holds the wrong content",
+        lambda t: _cifar(t, _garbage),
+        ("test_batch",),
+    ),
+    Case(
+        "partition-too-many",
+        "more devices (50) than examples (20)",
+        _partition(20, 50),
+        ("50", "20"),
+    ),
+    Case(
+        "partition-empty",
+        "Dirichlet(0.01) over 12 examples and 6 devices (a device gets none)",
+        _partition(12, 6, "dirichlet", min_size=2),
+        ("partition",),
+    ),
+    Case(
+        "reply-missing",
+        "a client reply without `energy-j`",
+        _reply(lambda v: v.pop("energy-j")),
+        ("malformed client reply", "energy-j"),
+    ),
+    Case(
+        "reply-type",
+        'a client reply with `num-examples: "64"`',
+        _reply(lambda v: v.__setitem__("num-examples", "64")),
+        ("malformed client reply", "num-examples", "expected int"),
+    ),
+    Case(
+        "reply-status",
+        "a client reply with `status: exploded`",
+        _reply(lambda v: v.__setitem__("status", "exploded")),
+        ("exploded", "ok, oom, dropped, timeout, failed"),
+    ),
+    Case(
+        "resume-nowhere",
+        "`resume=` a folder that does not exist",
+        lambda t: __import__("fedbench.resume", fromlist=["x"]).resumed_experiment(
+            t / "nowhere", None
+        ),
+        ("nowhere", "no such run folder"),
+    ),
+    Case(
+        "resume-not-run",
+        "`resume=` a folder without config.yaml",
+        lambda t: _resume(t, _write_folder(False, False)),
+        ("no config.yaml",),
+    ),
+    Case(
+        "resume-no-ckpt",
+        "`resume=` a run that never completed a round",
+        lambda t: _resume(t, _write_folder(True, False)),
+        ("no checkpoint.pt",),
+    ),
+    Case(
+        "resume-other-config",
+        "`resume=` a folder run with another seed",
+        lambda t: _resume(t, _write_folder(True, True, {"seed": 0, "data": {}})),
+        ("different config", "seed: 0 in the folder, 1 now"),
+    ),
+    Case(
+        "resume-bad-ckpt",
+        "`resume=` a folder whose checkpoint.pt is garbage",
+        lambda t: (
+            _write_folder(True, True)(t / "run"),
+            __import__("fedbench.app.checkpoint", fromlist=["x"]).load(t / "run"),
+        ),
+        ("checkpoint.pt", "not a readable fedbench checkpoint"),
+    ),
+    Case(
+        "strategy-k",
+        "`strategy.clients_per_round=0`",
+        _strategy("strategies.random.RandomSelection", clients_per_round=0),
+        ("clients_per_round must be a positive integer, got 0",),
+    ),
+    Case(
+        "strategy-target",
+        "a strategy YAML with `_target_: strategies.nope.Nope`",
+        _strategy("strategies.nope.Nope", clients_per_round=2),
+        ("strategy._target_", "strategies.nope.Nope"),
+    ),
+    Case(
+        "strategy-param",
+        "`strategy=oort strategy.exploration=2`",
+        _strategy("strategies.oort.Oort", clients_per_round=2, exploration=2.0),
+        ("strategy.exploration",),
+    ),
+    Case(
+        "scenario-days",
+        "`scenario.days=0`",
+        _scenario(days=0),
+        ("scenario.days must be a positive integer, got 0",),
+    ),
+    Case(
+        "scenario-samples",
+        "`scenario.new_samples_per_day=-5`",
+        _scenario(new_samples_per_day=-5),
+        ("scenario.new_samples_per_day", "-5"),
+    ),
+    Case("scenario-key", "`+scenario.colour=red`", _scenario(colour="red"), ("scenario", "colour")),
+    Case(
+        "model-unknown",
+        "`model=densenet41` (asked of the model registry)",
+        _model("densenet41"),
+        ("densenet41", "densenet40"),
+    ),
+)
+
+
+def run_case(case: Case) -> str:
+    """The error message a case gives (AssertionError if it gives none)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            case.trigger(Path(tmp))
+        except FedbenchError as exc:
+            return str(exc).replace(tmp, "<tmp>")
+    raise AssertionError(f"{case.name}: no FedbenchError for {case.what}")
+
+
+def write_table(path: Path) -> None:
+    lines = [
+        "# Bad inputs and the errors they get",
+        "",
+        "Generated by `python -m tests.bad_inputs` from the cases `tests/test_bad_inputs.py`",
+        "and `tests/test_errors.py` run; every message is the one a user sees (one line,",
+        "exit code 2 on the command line). Command-line cases are listed after the table.",
+        "",
+        "| # | bad input | error |",
+        "|---|---|---|",
+    ]
+    for i, case in enumerate(CASES, 1):
+        message = run_case(case).replace("|", "\\|").replace("\n", " ")
+        lines.append(f"| {i} | {case.what} | {message} |")
+    from tests.test_errors import CASES as CLI
+
+    lines += [
+        "",
+        "## On the command line (`tests/test_errors.py`)",
+        "",
+        "| # | command | the error names |",
+        "|---|---|---|",
+    ]
+    for i, (overrides, expected) in enumerate(CLI, len(CASES) + 1):
+        shown = " / ".join(f"`{e}`" for e in expected).replace("|", "\\|")
+        lines.append(f"| {i} | `python -m fedbench {' '.join(overrides)}` | {shown} |")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    write_table(Path(__file__).resolve().parents[1] / "docs" / "bad_inputs.md")
