@@ -9,8 +9,8 @@ where peak_core is the slowest active core's peak (threads split work
 evenly, so the slowest core sets the pace), n_eff = 1 + (n - 1) W / (W + W_half)
 is how many of the n threads the pass's work W keeps useful, and `speed` is
 the framework's kernel quality. The optimizer update is one more roofline
-term; a per-pass framework overhead and the input pipeline run serially on
-the main thread and scale with its clock. Background priority stretches
+term, run serially on the main thread like the per-pass framework overhead
+and the input pipeline (those two scale with the main core's clock). Background priority stretches
 every term by 1 / background_share (the OS gives the process that share of
 the CPU). Energy is idle power over the whole step, CPU power over each
 phase (all threads busy in parallel phases, one core in serial ones) and
@@ -98,8 +98,12 @@ def step_cost(
             eff = fitted.op_class[cls]
             times[cls] += _roofline(cost, eff, slowest, threads, half, micro, bw, fw.speed)
             traffic += cost.bytes
+    # The update walks the parameters one tensor at a time on the main thread
+    # (the Meizu rows: AlexNet at batch 1 spends half its step updating 30M
+    # parameters while `top` shows ~2.5 of 4 cores busy), so it is serial.
+    main_gflops = consts.core_peak_gflops(main.cluster.arch, main.freq_ghz)
     times["optimizer"] = _roofline(
-        workload.optimizer, fitted.optimizer, slowest, threads, half, 1, bw, fw.speed
+        workload.optimizer, fitted.optimizer, main_gflops, 1, half, 1, bw, fw.speed
     )
     traffic += workload.optimizer.bytes
     # Serial main-thread work, in cycles of the fastest active core.
@@ -107,8 +111,8 @@ def step_cost(
     times["overhead"] = fw.step_overhead_mcycles * 1e6 * micro / hz
     times["input"] = workload.input_bytes * fw.input_cycles_per_byte / hz
 
-    parallel_s = sum(times[t] for t in (*OP_CLASSES, "optimizer"))
-    serial_s = times["overhead"] + times["input"]
+    parallel_s = sum(times[t] for t in OP_CLASSES)
+    serial_s = times["overhead"] + times["input"] + times["optimizer"]
     share = profile.os.background_share if background else 1.0
     seconds = (parallel_s + serial_s) / share
     cpu_j = (

@@ -1,0 +1,106 @@
+"""The calibration rows: published measurements mapped onto fedbench emulations.
+
+Each row of ../shared/calibration/training_measurements.csv becomes a
+`Row`: the device profile, the zoo model and input, the batch, optimizer and
+trainable set, the knobs of the measured setup (calibration/setups.yaml) and
+the measured seconds per step. `workload` measures the real zoo model for a
+row (cached under fedbench's cache dir).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fedbench.devices.knobs import Knobs
+from fedbench.errors import FedbenchError
+from fedbench.measure.workload import Workload, measure_workload
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+DEFAULT_CSV = ROOT.parent / "shared" / "calibration" / "training_measurements.csv"
+
+
+@dataclass(frozen=True)
+class Row:
+    device: str
+    model: str  # as published
+    zoo_model: str  # fedbench.models name
+    input_shape: tuple[int, ...]
+    batch: int
+    config: str
+    framework: str
+    optimizer: str
+    trainable: str
+    knobs: Knobs
+    measured_s: float
+    peak_res_mb: float | None
+    cpu_pct: float | None
+    source: str
+
+
+def _num(text: str) -> float | None:
+    return float(text) if text.strip() else None
+
+
+def _head_trainable(model: str, setups: dict[str, Any]) -> str:
+    return f"last:{setups.get('head_modules', {}).get(model, 1)}"
+
+
+def load_rows(csv_path: Path = DEFAULT_CSV, setups_path: Path = HERE / "setups.yaml") -> list[Row]:
+    setups = yaml.safe_load(setups_path.read_text())
+    rows: list[Row] = []
+    with csv_path.open() as f:
+        for i, r in enumerate(csv.DictReader(f), start=2):
+            where = f"{csv_path}:{i}"
+            fw = setups["frameworks"].get(r["framework"])
+            cfg = setups["configs"].get(r["config"])
+            if fw is None or cfg is None:
+                raise FedbenchError(
+                    f"{where}: no mapping in setups.yaml for {r['framework']!r} / {r['config']!r}"
+                )
+            trainable = cfg["trainable"]
+            if trainable == "head":
+                trainable = _head_trainable(r["model"], setups)
+            rows.append(
+                Row(
+                    device=r["device"],
+                    model=r["model"],
+                    zoo_model=fw["models"].get(r["model"], r["model"]),
+                    input_shape=tuple(int(d) for d in r["input"].split("x")),
+                    batch=int(r["batch"]),
+                    config=r["config"],
+                    framework=fw["framework"],
+                    optimizer=fw["optimizer"],
+                    trainable=trainable,
+                    knobs=Knobs.from_mapping({**cfg["knobs"], "framework": fw["framework"]}),
+                    measured_s=float(r["train_ms_per_step"]) / 1000.0,
+                    peak_res_mb=_num(r["peak_res_mb"]),
+                    cpu_pct=_num(r["cpu_pct"]),
+                    source=r["source"],
+                )
+            )
+    return rows
+
+
+def workload(row: Row) -> Workload:
+    from fedbench.models import build_model
+
+    model, _ = build_model(row.zoo_model)
+    return measure_workload(
+        model,
+        row.input_shape,
+        row.batch,
+        model_name=row.zoo_model,
+        optimizer=row.optimizer,
+        trainable=row.trainable,
+    )
+
+
+def mape(errors_pct: list[float]) -> float:
+    return sum(abs(e) for e in errors_pct) / len(errors_pct) if errors_pct else math.nan

@@ -1,0 +1,244 @@
+"""`python -m fedbench.bench`: what one model costs on emulated devices, fully broken down.
+
+    python -m fedbench.bench device=meizu_16t model=mobilenetv2 batch_size=8
+    python -m fedbench.bench device=rpi4 model=resnet18 batch_size=16 steps=500
+    python -m fedbench.bench device=all model=lenet batch_size=32
+    python -m fedbench.bench device=meizu_16t model=alexnet_mnn batch_size=4 cores=1 \
+        clusters=silver freq_ghz=0.3 background=true
+
+One device prints one JSON object: latency, energy, power, peak memory and
+status, with the time per op class, the energy terms and the memory terms
+behind them (and, for steps>1, a sampled trace of heating and throttling).
+Several devices (`device=all` or a comma list) print a table. Every figure
+comes from the emulator, so it is the same on any host.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from fedbench.devices.emulator import Emulation, emulate
+from fedbench.devices.knobs import Knobs
+from fedbench.devices.profile import DeviceProfile, initial_state, load_profile, profile_names
+from fedbench.devices.schema import closest
+from fedbench.errors import FedbenchError, choices
+from fedbench.measure.workload import Workload, measure_workload
+
+KEYS = (
+    "device",
+    "model",
+    "batch_size",
+    "input",
+    "steps",
+    "optimizer",
+    "trainable",
+    "cores",
+    "clusters",
+    "freq_ghz",
+    "background",
+    "framework",
+    "format",
+)
+KNOB_KEYS = ("cores", "clusters", "freq_ghz", "background", "framework")
+TRACE_POINTS = 20
+
+
+def parse_args(argv: Sequence[str]) -> dict[str, str]:
+    args: dict[str, str] = {}
+    for item in argv:
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise FedbenchError(
+                f"argument {item!r}: expected key=value with key one of {choices(KEYS)}"
+            )
+        if key not in KEYS:
+            raise FedbenchError(
+                f"unknown argument {key!r}{closest(key, KEYS)}; valid: {choices(KEYS)}"
+            )
+        args[key] = value
+    for key in ("device", "model", "batch_size"):
+        if key not in args:
+            raise FedbenchError(
+                f"missing {key}=...; usage: device=<profile|all> model=<name> batch_size=<n>"
+            )
+    return args
+
+
+def _positive_int(args: dict[str, str], key: str, default: int) -> int:
+    raw = args.get(key, str(default))
+    if not raw.isdigit() or int(raw) < 1:
+        raise FedbenchError(f"{key}={raw!r}: expected a positive integer")
+    return int(raw)
+
+
+def _input_shape(raw: str | None, default: tuple[int, ...]) -> tuple[int, ...]:
+    if raw is None:
+        return default
+    parts = raw.lower().split("x")
+    if not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise FedbenchError(f"input={raw!r}: expected dimensions like 3x224x224")
+    return tuple(int(p) for p in parts)
+
+
+def _devices(raw: str) -> list[str]:
+    names = profile_names()
+    picked = names if raw == "all" else [d.strip() for d in raw.split(",") if d.strip()]
+    for name in picked:
+        if name not in names:
+            hint = closest(name, names)
+            raise FedbenchError(
+                f"device={name!r}: no such profile{hint}; valid: all, {choices(names)}"
+            )
+    return picked
+
+
+def workload_of(args: dict[str, str]) -> Workload:
+    from fedbench.models import build_model, model_names  # torch-heavy: only when benching
+
+    name = args["model"]
+    names = model_names()
+    if name not in names:
+        hint = closest(name, names)
+        raise FedbenchError(f"model={name!r}: no such model{hint}; valid: {choices(names)}")
+    model, shape = build_model(name)
+    input_shape = _input_shape(args.get("input"), tuple(shape))
+    try:
+        return measure_workload(
+            model,
+            input_shape,
+            _positive_int(args, "batch_size", 1),
+            model_name=name,
+            optimizer=args.get("optimizer", "sgd_momentum"),
+            trainable=args.get("trainable", "all"),
+        )
+    except RuntimeError as exc:  # torch refusing the shapes: the user's input= does not fit
+        first = str(exc).splitlines()[0]
+        raise FedbenchError(
+            f"input={'x'.join(map(str, input_shape))} does not fit model {name} "
+            f"(default input {'x'.join(map(str, shape))}): {first}"
+        ) from None
+
+
+def _trace(profile: DeviceProfile, w: Workload, steps: int, knobs: Knobs) -> list[dict[str, float]]:
+    """Per-step latency, temperature and clock at up to TRACE_POINTS points along the run."""
+    state = initial_state(profile, 0.0)
+    bounds = sorted({round(steps * (i + 1) / TRACE_POINTS) for i in range(TRACE_POINTS)} - {0})
+    out: list[dict[str, float]] = []
+    done = 0
+    for end in bounds:
+        e = emulate(profile, [(w, end - done)], state, knobs)
+        if e.status != "ok":
+            break
+        out.append(
+            {
+                "step": end,
+                "time_s": round(e.state.time_s, 3),
+                "step_latency_s": round(e.latency_s / (end - done), 6),
+                "temp_c": round(e.temp_c_end, 2),
+                "freq_ghz": round(e.freq_ghz_avg, 4),
+            }
+        )
+        state, done = e.state, end
+    return out
+
+
+def report(profile: DeviceProfile, w: Workload, steps: int, knobs: Knobs) -> dict[str, Any]:
+    e: Emulation = emulate(profile, [(w, steps)], initial_state(profile, 0.0), knobs)
+    latency = e.latency_s
+    out: dict[str, Any] = {
+        "device": profile.name,
+        "model": w.model,
+        "batch_size": w.batch_size,
+        "input": "x".join(str(d) for d in w.input_shape),
+        "steps": steps,
+        "framework": knobs.framework or profile.framework.name,
+        "knobs": {k: v for k, v in asdict(knobs).items() if v not in (None, (), False)},
+        "status": e.status,
+        "reason": e.reason,
+        "latency_s": latency,
+        "step_latency_s": latency / steps,
+        "throughput_samples_s": w.batch_size * steps / latency if latency > 0 else math.nan,
+        "energy_j": e.energy_j,
+        "avg_power_w": e.avg_power_w,
+        "peak_mem_mb": e.peak_mem_mb,
+        "mem_budget_mb": e.mem_budget_mb,
+        "temp_c_start": e.temp_c_start,
+        "temp_c_end": e.temp_c_end,
+        "freq_ghz_avg": e.freq_ghz_avg,
+        "throttled_frac": e.throttled_frac,
+        "battery_pct": e.battery_pct,
+        "busy_cores": e.busy_cores,
+        "gflop_per_step": w.total_flops / 1e9,
+        "breakdown": {
+            "time_s": dict(e.time_s),
+            "energy_j": dict(e.energy_terms_j),
+            "memory_mb": dict(e.memory_mb),
+        },
+    }
+    if steps > 1 and e.status == "ok":
+        out["trace"] = _trace(profile, w, steps, knobs)
+    return out
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    cols = (
+        ("device", "{}"),
+        ("status", "{}"),
+        ("step_latency_s", "{:.4g}"),
+        ("throughput_samples_s", "{:.4g}"),
+        ("energy_j", "{:.4g}"),
+        ("avg_power_w", "{:.3g}"),
+        ("peak_mem_mb", "{:.0f}"),
+        ("mem_budget_mb", "{:.0f}"),
+        ("temp_c_end", "{:.1f}"),
+        ("throttled_frac", "{:.2f}"),
+    )
+    cells = [[c for c, _ in cols]] + [[fmt.format(r[c]) for c, fmt in cols] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
+    return "\n".join(
+        "  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) for row in cells
+    )
+
+
+def _finite(obj: Any) -> Any:
+    """NaN (a figure that does not exist, e.g. latency of an oom) as JSON null."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def run(argv: Sequence[str]) -> str:
+    args = parse_args(argv)
+    devices = _devices(args["device"])
+    knobs = Knobs.from_mapping({k: args[k] for k in KNOB_KEYS if k in args}, "bench")
+    steps = _positive_int(args, "steps", 1)
+    fmt = args.get("format", "json" if len(devices) == 1 else "table")
+    if fmt not in ("json", "table"):
+        raise FedbenchError(f"format={fmt!r}: valid: json, table")
+    w = workload_of(args)
+    rows = [report(load_profile(d), w, steps, knobs) for d in devices]
+    if fmt == "table":
+        return _table(rows)
+    return json.dumps(_finite(rows[0] if len(rows) == 1 else rows), indent=2)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        print(run(sys.argv[1:] if argv is None else argv))
+    except FedbenchError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
