@@ -1,4 +1,9 @@
-"""Local training and evaluation: plain PyTorch, the same on every device."""
+"""Local training and evaluation: plain PyTorch, the same on every device.
+
+A memory plan (fedbench.train.plans) may split each step into micro-batches
+and checkpoint the model's trunk; with an `Adaptation` the loop re-plans
+between optimizer steps when the device's memory budget changes.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,9 @@ import torch
 from torch import nn
 
 from fedbench.data.source import Tensors
+from fedbench.train.adaptive import Adaptation
+from fedbench.train.execute import PlanRunner
+from fedbench.train.plans import FULL, Plan
 
 
 @dataclass(frozen=True)
@@ -20,6 +28,10 @@ class TrainParams:
     lr: float
     momentum: float
     weight_decay: float
+    # BatchNorm under micro-batching: scale the momentum so m per-micro-batch
+    # updates of the running statistics decay as one full-batch update
+    # (fedbench.train.execute).
+    bn_momentum_scaled: bool = False
 
 
 def step_sizes(num_examples: int, batch_size: int, epochs: int) -> tuple[int, ...]:
@@ -29,8 +41,21 @@ def step_sizes(num_examples: int, batch_size: int, epochs: int) -> tuple[int, ..
     return one_epoch * epochs
 
 
-def train_local(model: nn.Module, data: Tensors, params: TrainParams, seed: int) -> float:
-    """Train in place with SGD; return the mean training loss over all steps."""
+def train_local(
+    model: nn.Module,
+    data: Tensors,
+    params: TrainParams,
+    seed: int,
+    plan: Plan | None = None,
+    adapt: Adaptation | None = None,
+) -> float:
+    """Train in place with SGD; return the mean training loss over all steps.
+
+    Every step runs under `plan` (default: the full batch). With `adapt`,
+    the budget is checked before each optimizer step and the plan switched
+    for the remaining steps (done steps and the optimizer state are kept);
+    if no plan fits any more, training stops there (`adapt.log.stopped`).
+    """
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.SGD(
         model.parameters(),
@@ -40,17 +65,22 @@ def train_local(model: nn.Module, data: Tensors, params: TrainParams, seed: int)
     )
     loss_fn = nn.CrossEntropyLoss()
     model.train()
+    current = plan or FULL
     total, steps = 0.0, 0
-    for _ in range(params.local_epochs):
-        order = torch.randperm(len(data), generator=generator)
-        for start in range(0, len(data), params.batch_size):
-            idx = order[start : start + params.batch_size]
-            optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(data.x[idx]), data.y[idx])
-            loss.backward()
-            optimizer.step()
-            total += float(loss.detach())
-            steps += 1
+    with PlanRunner(model, optimizer, loss_fn, params.bn_momentum_scaled) as runner:
+        for _ in range(params.local_epochs):
+            order = torch.randperm(len(data), generator=generator)
+            for start in range(0, len(data), params.batch_size):
+                idx = order[start : start + params.batch_size]
+                if adapt is not None:
+                    chosen = adapt.plan_for(steps, current)
+                    if chosen is None:
+                        return total / steps if steps else math.nan
+                    current = chosen
+                total += runner.step(data.x[idx], data.y[idx], current, params.batch_size)
+                if adapt is not None:
+                    adapt.log.record(current)
+                steps += 1
     return total / steps if steps else math.nan
 
 
