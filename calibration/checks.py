@@ -76,6 +76,42 @@ def paper001_batches(consts: Constants) -> list[Check]:
     return out
 
 
+def paper001_devices(consts: Constants) -> list[Check]:
+    """Paper 001's cross-device claims, at each phone's default clocks (batch 8)."""
+    phones = (
+        "meizu_16t",
+        "xiaomi_mi9",
+        "huawei_mate30",
+        "samsung_s8plus",
+        "redmi_note9pro",
+        "honor8",
+    )
+    mnv2 = load("mobilenetv2", 8)
+    t = {d: run(consts, d, mnv2).latency_s for d in phones}
+    out = [
+        Check(
+            "MobileNetV2 disparity, Samsung S8 Plus vs Meizu 16T",
+            "paper 001",
+            "up to 4.0x",
+            f"{t['samsung_s8plus'] / t['meizu_16t']:.1f}x",
+            f"slowest phone: {max(t, key=lambda d: t[d])}",
+        )
+    ]
+    for model, published in (("squeezenet_mnn", "meizu_16t"), ("alexnet_mnn", "huawei_mate30")):
+        w = load(model, 8)
+        times = {d: run(consts, d, w).latency_s for d in phones}
+        out.append(
+            Check(
+                f"fastest phone for {model}",
+                "paper 001 (model affinity)",
+                published,
+                min(times, key=lambda d: times[d]),
+                "threads split work evenly, so a cluster's slowest core sets the pace",
+            )
+        )
+    return out
+
+
 def paper001_cores(consts: Constants) -> list[Check]:
     """Paper 001's CPU-configuration table, on the Meizu 16T (MobileNetV2, batch 4)."""
     w = load("mobilenetv2", 4)
@@ -235,6 +271,7 @@ def s8plus_trace(consts: Constants) -> list[Check]:
 def run_all(consts: Constants) -> list[Check]:
     return [
         *paper001_batches(consts),
+        *paper001_devices(consts),
         *paper001_cores(consts),
         *paper000_tx2(consts),
         *paper002_003(consts),

@@ -23,6 +23,7 @@ from fedbench.devices.knobs import Knobs
 from fedbench.devices.meter import Cost, DeviceState, Meter, TrainJob
 from fedbench.devices.network import comm_time_s
 from fedbench.devices.profile import DeviceProfile, initial_state
+from fedbench.devices.step import step_cost
 from fedbench.devices.thermal import cool
 from fedbench.measure.workload import Workload, measure_workload
 
@@ -43,6 +44,20 @@ class EmulatedMeter(Meter):
     @classmethod
     def from_config(cls, profile: DeviceProfile, knobs: Mapping[str, Any]) -> EmulatedMeter:
         return cls(profile, Knobs.from_mapping(knobs, "fleet.knobs"))
+
+    @property
+    def budget_mb(self) -> float:
+        """Memory the device leaves to training (the memory planner's budget)."""
+        return float(self.profile.memory.train_budget_mb)
+
+    def step_seconds(self, workload: Workload) -> float:
+        """One unthrottled optimizer step of `workload` here: a memory planner's time_fn."""
+        consts = load_constants()
+        active = place(self.profile, self.knobs, consts, None)
+        framework = self.knobs.framework or self.profile.framework.name
+        return step_cost(
+            self.profile, workload, active, consts, framework, self.knobs.background
+        ).seconds
 
     def start_state(self, job: TrainJob) -> DeviceState:
         """The device at the round's start: its last state cooled while idle until now."""

@@ -13,6 +13,7 @@ from fedbench.devices.knobs import Knobs
 from fedbench.devices.meter import Cost, DeviceState, TrainJob
 from fedbench.devices.profile import load_profile
 from fedbench.errors import FedbenchError
+from fedbench.measure.workload import measure_workload
 from fedbench.models import build_model
 
 
@@ -107,3 +108,12 @@ def test_bad_knobs_fail_at_construction() -> None:
         EmulatedMeter.from_config(load_profile("rpi4"), {"cpus": 2})
     with pytest.raises(FedbenchError, match="no cluster 'big'"):
         EmulatedMeter.from_config(load_profile("rpi4"), {"clusters": "big"})
+
+
+def test_planner_hooks_match_the_emulator() -> None:
+    meter = EmulatedMeter(load_profile("pixel2"), Knobs())
+    model, shape = build_model("lenet")
+    w = measure_workload(model, shape, 16, model_name="lenet")
+    one = meter.emulate(model, dataclasses.replace(job(), batch_sizes=(16,)))
+    assert meter.step_seconds(w) == pytest.approx(one.latency_s)
+    assert meter.budget_mb == one.mem_budget_mb
