@@ -3,7 +3,7 @@
 From the profiles alone: predicted round latency, energy, peak memory and
 communication time for this experiment's workload (so strategies can rank
 devices never seen), the first thermal trip point, and availability from
-each profile's daily pattern at the virtual clock. Host devices have no
+each profile's daily pattern at the virtual clock. Host and physical devices have no
 profile: their predictions stay NaN and they are always available.
 """
 
@@ -16,7 +16,7 @@ from torch import nn
 
 from fedbench.devices.emulated_meter import EmulatedMeter
 from fedbench.devices.meter import TrainJob
-from fedbench.devices.meters import HOST
+from fedbench.devices.meters import PROFILELESS
 from fedbench.devices.network import comm_time_s, is_available
 from fedbench.devices.profile import DeviceProfile, load_profile
 from fedbench.fleet import DeviceSpec
@@ -30,7 +30,9 @@ class FleetView:
     def __init__(self, devices: tuple[DeviceSpec, ...], knobs: dict[str, Any] | None) -> None:
         names = np.array([d.profile for d in devices])
         self.groups: dict[str, np.ndarray] = {
-            p: np.flatnonzero(names == p) for p in dict.fromkeys(names.tolist()) if p != HOST
+            p: np.flatnonzero(names == p)
+            for p in dict.fromkeys(names.tolist())
+            if p not in PROFILELESS
         }
         self.profiles: dict[str, DeviceProfile] = {p: load_profile(p) for p in self.groups}
         self.knobs = knobs or {}

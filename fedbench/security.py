@@ -1,0 +1,207 @@
+"""Credentials of a deployment: the SuperLink's TLS certificates and the devices' node keys.
+
+Flower 1.41 encrypts every SuperLink API (Fleet, Control, Runtime) with one
+server certificate, and with `--enable-supernode-auth` admits only
+SuperNodes whose public key was registered (`flwr supernode register`).
+A node key is an elliptic-curve key pair on a NIST curve (P-384 here) in
+OpenSSH format: the private half stays on the device
+(`flower-supernode --auth-supernode-private-key`), the public half is what
+the operator registers.
+
+For a local test fleet everything is issued into the run folder: a private
+CA (`ca.pem`), a server certificate signed by it for the SuperLink's
+addresses, and one key pair per device. A real deployment brings its own
+CA-signed certificate and registers the public keys its devices print
+(`python -m fedbench.device issue-credentials`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from fedbench.errors import FedbenchError
+
+# Flower accepts any NIST curve for node keys; P-384 is what its docs use.
+NODE_CURVE = ec.SECP384R1()
+NIST_CURVES = ("secp256r1", "secp384r1", "secp521r1")
+CERT_DAYS = 30  # a test fleet's certificates outlive any run, not the machine
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """PEM files the SuperLink serves with and the devices verify it by."""
+
+    ca_cert: Path  # devices: --root-certificates; SuperLink: --ssl-ca-certfile
+    server_cert: Path
+    server_key: Path
+
+    def check(self) -> None:
+        for label, path in (
+            ("ca_cert", self.ca_cert),
+            ("server_cert", self.server_cert),
+            ("server_key", self.server_key),
+        ):
+            if not path.is_file():
+                raise FedbenchError(f"runtime.tls.{label}: no such file {path}")
+
+
+@dataclass(frozen=True)
+class NodeKey:
+    """One device's key pair (OpenSSH format)."""
+
+    name: str
+    private_key: Path
+    public_key: Path
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    # Created 0600 from the start so the key is never readable by others.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+
+
+def _name(common_name: str) -> x509.Name:
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "fedbench"),
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+        ]
+    )
+
+
+def _san(hosts: Sequence[str]) -> x509.SubjectAlternativeName:
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    return x509.SubjectAlternativeName(names)
+
+
+def issue_tls(out_dir: Path, hosts: Sequence[str]) -> TlsFiles:
+    """A fresh CA and a server certificate it signed, valid for `hosts` (IPs or names)."""
+    if not hosts:
+        raise FedbenchError("a server certificate needs at least one host name or address")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    now = dt.datetime.now(dt.timezone.utc)
+    start, end = now - dt.timedelta(minutes=5), now + dt.timedelta(days=CERT_DAYS)
+
+    ca_key = ec.generate_private_key(ec.SECP384R1())
+    ca_name = _name("fedbench test CA")
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(ca_key, hashes.SHA384())
+    )
+    server_key = ec.generate_private_key(ec.SECP384R1())
+    server = (
+        x509.CertificateBuilder()
+        .subject_name(_name(hosts[0]))
+        .issuer_name(ca_name)
+        .public_key(server_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(_san(hosts), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA384())
+    )
+    files = TlsFiles(out_dir / "ca.pem", out_dir / "server.pem", out_dir / "server.key")
+    files.ca_cert.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    files.server_cert.write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    _write_private(
+        files.server_key,
+        server_key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        ),
+    )
+    return files
+
+
+def issue_node_key(out_dir: Path, name: str) -> NodeKey:
+    """A new key pair for device `name`: `<name>.key` (private) and `<name>.pub`."""
+    if not name or any(c in name for c in "/\\ \t\n") or name.startswith("."):
+        raise FedbenchError(f"device name {name!r}: use letters, digits, '-', '_' or '.'")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    key = ec.generate_private_key(NODE_CURVE)
+    files = NodeKey(name, out_dir / f"{name}.key", out_dir / f"{name}.pub")
+    _write_private(
+        files.private_key,
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.OpenSSH,
+            serialization.NoEncryption(),
+        ),
+    )
+    public = key.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
+    files.public_key.write_bytes(public + f" fedbench-{name}\n".encode())
+    return files
+
+
+def read_public_key(path: Path) -> str:
+    """The OpenSSH text of a node's public key, refused unless it is EC on a NIST curve."""
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        raise FedbenchError(f"node public key {path}: no such file") from None
+    try:
+        key = serialization.load_ssh_public_key(text)
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        raise FedbenchError(f"node public key {path}: not an OpenSSH public key ({exc})") from None
+    if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name not in NIST_CURVES:
+        raise FedbenchError(
+            f"node public key {path}: expected an EC key on a NIST curve "
+            f"({', '.join(NIST_CURVES)}); issue one with "
+            "`python -m fedbench.device issue-credentials`"
+        )
+    return text.decode().strip()
+
+
+def check_private_key(path: Path) -> None:
+    """Refuse a node private key Flower would reject, with a message naming the file."""
+    try:
+        key = serialization.load_ssh_private_key(path.read_bytes(), password=None)
+    except FileNotFoundError:
+        raise FedbenchError(f"--auth-key {path}: no such file") from None
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        raise FedbenchError(f"--auth-key {path}: not an OpenSSH private key ({exc})") from None
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise FedbenchError(f"--auth-key {path}: expected an EC private key")
