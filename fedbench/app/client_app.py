@@ -8,7 +8,9 @@ a failure is a status with a reason, never a lost round.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import math
 import time
 import traceback
@@ -38,7 +40,7 @@ from fedbench.devices.meter import Cost, Meter, TrainJob
 from fedbench.devices.meters import make_meter
 from fedbench.fleet import DeviceSpec, expand_fleet
 from fedbench.models import build_from_config
-from fedbench.report.records import RECORD_KEY, RoundReport, to_record
+from fedbench.report.records import CSV_FIELDS, RECORD_KEY, RoundReport, to_record
 from fedbench.scenarios.context import data_context
 from fedbench.train.loop import TrainParams, step_sizes, train_local
 
@@ -50,37 +52,29 @@ def build_model(experiment: Mapping[str, Any]) -> nn.Module:
     return build_from_config(experiment["model"])
 
 
+# Every message carries the same experiment, so what a client derives from it
+# (fleet, meters, fault models) is built once per process, keyed by its JSON.
+def _key(node: object) -> str:
+    plain = OmegaConf.to_container(node) if isinstance(node, DictConfig) else node
+    return json.dumps(plain, sort_keys=True)
+
+
 @functools.lru_cache(maxsize=4)
 def _fleet(fleet_json: str) -> tuple[DeviceSpec, ...]:
-    import json
-
     return expand_fleet(json.loads(fleet_json))
 
 
 def fleet_of(experiment: DictConfig) -> tuple[DeviceSpec, ...]:
-    import json
-
-    return _fleet(json.dumps(OmegaConf.to_container(experiment["fleet"]), sort_keys=True))
+    return _fleet(_key(experiment["fleet"]))
 
 
 @functools.lru_cache(maxsize=64)
 def _meter(profile: str, knobs_json: str) -> Meter:
-    import json
-
     return make_meter(profile, json.loads(knobs_json))
 
 
 def meter_of(experiment: DictConfig, device: DeviceSpec) -> Meter:
-    import json
-
-    knobs = experiment["fleet"].get("knobs") or {}
-    return _meter(
-        device.profile,
-        json.dumps(
-            OmegaConf.to_container(knobs) if isinstance(knobs, DictConfig) else knobs,
-            sort_keys=True,
-        ),
-    )
+    return _meter(device.profile, _key(experiment["fleet"].get("knobs") or {}))
 
 
 def _partition_id(context: Context) -> int:
@@ -137,7 +131,7 @@ def train(msg: Message, context: Context) -> Message:
             report = base.with_status("failed", reason[:500])
             traceback.print_exc()
         report, arrays = inject(fault, report, arrays)
-    report = RoundReport(**{**report.__dict__, "host_wall_s": time.perf_counter() - wall_start})
+    report = replace(report, host_wall_s=time.perf_counter() - wall_start)
     content = RecordDict(
         {
             METRICS: MetricRecord({NUM_EXAMPLES: report.num_examples if arrays else 0}),
@@ -151,17 +145,11 @@ def train(msg: Message, context: Context) -> Message:
 
 @functools.lru_cache(maxsize=8)
 def _fault_models(faults_json: str) -> dict[str, FaultModel]:
-    import json
-
     return fault_models(json.loads(faults_json))
 
 
 def _faults(experiment: DictConfig) -> dict[str, FaultModel]:
-    import json
-
-    faults = experiment["fleet"].get("faults")
-    plain = OmegaConf.to_container(faults) if isinstance(faults, DictConfig) else faults
-    return _fault_models(json.dumps(plain, sort_keys=True))
+    return _fault_models(_key(experiment["fleet"].get("faults")))
 
 
 def inject(
@@ -225,28 +213,14 @@ def _train(
     return _report(base, cost, len(data), loss), loss is not None and cost.status == "ok"
 
 
+# The Cost fields that are RoundReport fields too (status, latency_s, energy_j, ...).
+_COST_FIELDS = tuple(f.name for f in dataclasses.fields(Cost) if f.name in CSV_FIELDS)
+
+
 def _report(base: RoundReport, cost: Cost, n: int, loss: float | None) -> RoundReport:
     comm = 0.0 if math.isnan(cost.comm_s) else cost.comm_s
-    fields = {
-        k: getattr(cost, k)
-        for k in (
-            "status",
-            "reason",
-            "latency_s",
-            "comm_s",
-            "energy_j",
-            "avg_power_w",
-            "peak_mem_mb",
-            "mem_budget_mb",
-            "plan",
-            "temp_c_start",
-            "temp_c_end",
-            "freq_ghz_avg",
-            "throttled_frac",
-            "battery_pct",
-        )
-    }
+    fields: dict[str, object] = {k: getattr(cost, k) for k in _COST_FIELDS}
     fields["round_trip_s"] = cost.latency_s + comm if not math.isnan(cost.latency_s) else comm
     fields["num_examples"] = n if cost.status == "ok" else 0
     fields["train_loss"] = math.nan if loss is None else loss
-    return RoundReport(**{**base.__dict__, **fields})
+    return replace(base, **fields)  # type: ignore[arg-type]
