@@ -84,6 +84,10 @@ class PlanChoice:
         return self.plan.name(self.batch_size)
 
 
+def _mb(x: float) -> str:
+    return f"{x:.1f} MB" if x >= 10 else f"{x:.3g} MB"
+
+
 def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
@@ -162,7 +166,7 @@ class _Search:
         return self.choice(
             best,
             True,
-            f"{best.name(self.bs)} fits: {e.peak_mb:.1f} MB <= {self.budget:.1f} MB",
+            f"{best.name(self.bs)} fits: {_mb(e.peak_mb)} <= {_mb(self.budget)}",
         )
 
     def smallest(self) -> Plan:
@@ -171,7 +175,7 @@ class _Search:
     def grid(self) -> PlanChoice:
         full = self.estimate(FULL)
         if full.fits:
-            return self.choice(FULL, True, f"the full batch fits: {full.peak_mb:.1f} MB")
+            return self.choice(FULL, True, f"the full batch fits: {_mb(full.peak_mb)}")
         w = self.workload(FULL)
         state_mb = (w.param_bytes + w.grad_bytes + w.optimizer_state_bytes) / MB
         floor_mb = state_mb + w.input_bytes / MB
@@ -179,16 +183,16 @@ class _Search:
             return self.choice(
                 FULL,
                 False,
-                f"weights + gradients + optimizer state alone ({state_mb:.1f} MB) exceed "
-                f"the budget ({self.budget:.1f} MB)",
+                f"weights + gradients + optimizer state alone ({_mb(state_mb)}) exceed "
+                f"the budget ({_mb(self.budget)})",
             )
         if floor_mb > self.budget:
             return self.choice(
                 FULL,
                 False,
-                f"weights + gradients + optimizer state ({state_mb:.1f} MB) and the batch "
-                f"of {self.bs} inputs ({floor_mb - state_mb:.1f} MB) exceed the budget "
-                f"({self.budget:.1f} MB)",
+                f"weights + gradients + optimizer state ({_mb(state_mb)}) and the batch "
+                f"of {self.bs} inputs ({_mb(floor_mb - state_mb)}) exceed the budget "
+                f"({_mb(self.budget)})",
             )
         found: list[Plan] = []
         bound = self.bs + 1
@@ -212,8 +216,8 @@ class _Search:
         return self.choice(
             self.smallest(),
             False,
-            f"even 1-sample micro-batches {how}need {least.peak_mb:.1f} MB > "
-            f"{self.budget:.1f} MB{no_ckpt}",
+            f"even 1-sample micro-batches {how}need {_mb(least.peak_mb)} > "
+            f"{_mb(self.budget)}{no_ckpt}",
         )
 
     def _smallest_m(self, s: int, allowed: list[int], floor_mb: float, one_mb: float) -> int | None:
@@ -241,8 +245,8 @@ class _Search:
             least,
             False,
             f"none of the {len(set(candidates))} candidate plans fits: the smallest, "
-            f"{least.name(self.bs)}, needs {self.tried[least].peak_mb:.1f} MB > "
-            f"{self.budget:.1f} MB",
+            f"{least.name(self.bs)}, needs {_mb(self.tried[least].peak_mb)} > "
+            f"{_mb(self.budget)}",
         )
 
 
