@@ -1,21 +1,26 @@
 """The meter of an emulated device: real training on the host, cost from the profile.
 
 For each round it measures the workload of the model at every batch size
-the job will step with (FLOPs, bytes, memory terms; cached), lets the
-device cool from its last known state to the round's start, and emulates
-the steps on the profile. Only if the emulator says the plan fits (status
-ok) does it run the real training. Every figure is virtual and
-deterministic; the host's wall clock never enters the Cost.
+the job will step with, under the job's memory plan (FLOPs, bytes, memory
+terms; cached), lets the device cool from its last known state to the
+round's start, and emulates the steps on the profile against the budget at
+that time (fedbench.devices.budget: memory pressure). Only if the emulator
+says the plan fits (status ok) does it run the real training; if the loop
+re-planned mid-round, the steps are costed with the plans that ran them.
+Every figure is virtual and deterministic; the host's wall clock never
+enters the Cost.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from torch import nn
 
+from fedbench.devices.budget import RoundClock, Run, budget_at, step_runs, with_budget
 from fedbench.devices.constants import load_constants
 from fedbench.devices.cpu import place
 from fedbench.devices.emulator import Emulation, emulate
@@ -26,6 +31,7 @@ from fedbench.devices.profile import DeviceProfile, initial_state
 from fedbench.devices.step import step_cost
 from fedbench.devices.thermal import cool
 from fedbench.measure.workload import Workload, measure_workload
+from fedbench.train.plans import Plan
 
 
 class EmulatedMeter(Meter):
@@ -45,10 +51,23 @@ class EmulatedMeter(Meter):
     def from_config(cls, profile: DeviceProfile, knobs: Mapping[str, Any]) -> EmulatedMeter:
         return cls(profile, Knobs.from_mapping(knobs, "fleet.knobs"))
 
-    @property
-    def budget_mb(self) -> float:
-        """Memory the device leaves to training (the memory planner's budget)."""
-        return float(self.profile.memory.train_budget_mb)
+    def budget_mb(self, job: TrainJob) -> float:
+        """Memory the device leaves to training at the job's start (memory.pressure applied)."""
+        return budget_at(self.profile, job.now_s)
+
+    def budget_fn(self, model: nn.Module, job: TrainJob) -> Callable[[int], float] | None:
+        """With a pressure pattern: the budget at each step's virtual time (budget.RoundClock)."""
+        if not self.profile.memory.pressure or job.plan_log is None:
+            return None
+
+        def advance(runs: list[Run], state: DeviceState) -> DeviceState:
+            ran = emulate(self.profile, self._costed(model, job, runs), state, self.knobs)
+            return ran.state if ran.status == "ok" else state
+
+        return RoundClock(self.profile, job, self.start_state(job), advance)
+
+    def time_fn(self) -> Callable[[Workload], float]:
+        return self.step_seconds
 
     def step_seconds(self, workload: Workload) -> float:
         """One unthrottled optimizer step of `workload` here: a memory planner's time_fn."""
@@ -65,26 +84,61 @@ class EmulatedMeter(Meter):
         return cool(self.profile, state, job.now_s)
 
     def workloads(self, model: nn.Module, job: TrainJob) -> list[tuple[Workload, int]]:
+        """The job's steps as (workload of its plan and batch size, steps), in order."""
+        log = job.plan_log
+        if log is not None and log.runs:  # what the loop ran, plan switches included
+            return self._costed(model, job, step_runs(job, 0, log.steps))
         counts = Counter(job.batch_sizes)  # insertion order: full batches, then the remainder
-        return [
-            (
-                measure_workload(
-                    model, job.input_shape, bs, model_name=job.model_name, optimizer=self.optimizer
-                ),
-                n,
-            )
-            for bs, n in counts.items()
-        ]
+        return self._costed(model, job, [(job.plan, bs, n) for bs, n in counts.items()])
 
-    def emulate(self, model: nn.Module, job: TrainJob) -> Emulation:
-        return emulate(self.profile, self.workloads(model, job), self.start_state(job), self.knobs)
+    def _costed(
+        self, model: nn.Module, job: TrainJob, runs: list[Run]
+    ) -> list[tuple[Workload, int]]:
+        out = []
+        for plan, bs, n in runs:
+            # A short last step keeps the plan's micro-batch size (Plan.microbatches_for).
+            step_plan = Plan(
+                plan.microbatches_for(max(job.batch_sizes), bs), plan.checkpoint_segments
+            )
+            w = measure_workload(
+                model,
+                job.input_shape,
+                bs,
+                model_name=job.model_name,
+                optimizer=self.optimizer,
+                plan=step_plan.name(bs),
+                checkpoint_segments=step_plan.checkpoint_segments,
+                microbatches=step_plan.microbatches,
+            )
+            out.append((w, n))
+        return out
+
+    def emulate(self, model: nn.Module, job: TrainJob, budget_mb: float | None = None) -> Emulation:
+        budget = self.budget_mb(job) if budget_mb is None else budget_mb
+        return emulate(
+            with_budget(self.profile, budget),
+            self.workloads(model, job),
+            self.start_state(job),
+            self.knobs,
+        )
 
     def measure(
         self, model: nn.Module, job: TrainJob, train: Callable[[], float]
     ) -> tuple[float | None, Cost]:
         emulation = self.emulate(model, job)
-        plan = f"bs{max(job.batch_sizes)}" if job.batch_sizes else ""
-        cost = emulation.to_cost(comm_time_s(self.profile, job.model_bytes), plan)
+        comm = comm_time_s(self.profile, job.model_bytes)
         if emulation.status != "ok":
-            return None, cost
-        return train(), cost
+            return None, emulation.to_cost(comm, job.plan_label)
+        loss = train()
+        log = job.plan_log
+        if log is None or not log.runs:
+            return loss, emulation.to_cost(comm, job.plan_label)
+        # The loop re-planned: cost the steps it ran, each with its plan; every
+        # plan fitted the budget of its steps, the largest of which is reported.
+        emulation = self.emulate(model, job, max([self.budget_mb(job), *log.budgets_mb]))
+        cost = emulation.to_cost(comm, job.plan_label)
+        cost.extra["plan_switches"] = float(len(log.runs) - 1)
+        cost.extra["mem_budget_min_mb"] = min([self.budget_mb(job), *log.budgets_mb])
+        if log.stopped:
+            return None, dataclasses.replace(cost, status="oom", reason=log.stopped)
+        return loss, cost

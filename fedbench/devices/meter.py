@@ -14,8 +14,14 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
+
+from fedbench.train.plans import FULL, Plan, PlanLog
+
+if TYPE_CHECKING:
+    from fedbench.measure.workload import Workload
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,19 @@ class TrainJob:
     model_bytes: int  # bytes of the weights sent down and up (network time)
     now_s: float  # the server's virtual clock when the round started
     state: DeviceState | None  # the device's last known emulated state, if any
+    plan: Plan = FULL  # the memory plan every step starts with (fedbench.train.plans)
+    # Filled by the training loop when it may re-plan mid-round: which plan ran
+    # which steps (the meter costs each part).
+    plan_log: PlanLog | None = field(default=None, compare=False)
+
+    @property
+    def plan_label(self) -> str:
+        """The plan(s) the job ran, e.g. "bs32" or "bs32>4x8+ckpt4"."""
+        if not self.batch_sizes:
+            return ""
+        bs = max(self.batch_sizes)
+        log = self.plan_log
+        return log.label(bs) if log is not None and log.runs else self.plan.name(bs)
 
 
 @dataclass(frozen=True)
@@ -68,6 +87,21 @@ class Meter(ABC):
     """Measures (or computes) what a training job costs on one device."""
 
     kind: str = "host"
+    # The optimizer key (fedbench.measure.step.OPTIMIZERS) the meter's
+    # workloads are measured with; the memory planner measures with it too.
+    optimizer: str = "sgd_momentum"
+
+    def budget_mb(self, job: TrainJob) -> float | None:
+        """MB the device leaves to training when the job starts; None: no limit."""
+        return None
+
+    def budget_fn(self, model: torch.nn.Module, job: TrainJob) -> Callable[[int], float] | None:
+        """The budget before each optimizer step, if it may change mid-round; else None."""
+        return None
+
+    def time_fn(self) -> Callable[[Workload], float] | None:
+        """A workload's optimizer-step time on this device (the planner ranks plans by it)."""
+        return None
 
     @abstractmethod
     def measure(
@@ -92,5 +126,4 @@ class HostMeter(Meter):
         start = time.perf_counter()
         loss = train()
         elapsed = time.perf_counter() - start
-        plan = f"bs{max(job.batch_sizes)}" if job.batch_sizes else ""
-        return loss, Cost(latency_s=elapsed, plan=plan)
+        return loss, Cost(latency_s=elapsed, plan=job.plan_label)

@@ -47,6 +47,11 @@ class Memory:
     total_mb: Annotated[int, Bound("MB", 64, 1_048_576)]
     train_budget_mb: Annotated[int, Bound("MB", 16, 1_048_576)]
     bandwidth_gbs: Annotated[float, Bound("GB/s", 0.1, 1000.0)]
+    # Other apps taking memory during the day: [start hour, end hour, fraction
+    # of train_budget_mb left to training] (start > end wraps past midnight;
+    # overlapping windows: the smallest fraction). The memory planner re-plans
+    # for the budget at each step's virtual time (fedbench.devices.budget).
+    pressure: tuple[tuple[Hour, Hour, Annotated[float, Bound("fraction", 0.01, 1.0)]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -216,6 +221,9 @@ def _check(p: DeviceProfile, r: Reader, expected_name: str | None) -> None:
             raise r.fail(
                 f"availability.hours.{i}", "expected start != end (use [0, 24] for always)"
             )
+    for i, (start, end, _) in enumerate(p.memory.pressure):
+        if start == end:
+            raise r.fail(f"memory.pressure.{i}", "expected start hour != end hour")
     if p.framework.name not in consts.fitted.framework:
         raise r.fail(
             "framework.name",

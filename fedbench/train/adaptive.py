@@ -34,6 +34,7 @@ class Adaptation:
         if budget == self._budget:
             return current
         self._budget = budget
+        self.log.budgets_mb.append(budget)
         choice = self.choose(budget)
         if not choice.feasible:
             self.log.stopped = (

@@ -96,11 +96,13 @@ class PlanLog:
     Mutable on purpose: the training loop appends as it steps, and the
     meter reads it (while training, to know the device's virtual clock; after
     it, to cost each plan's steps). `stopped` says why training ended early
-    (the budget fell below what any plan needs), else "".
+    (the budget fell below what any plan needs), else "". `budgets_mb` are
+    the distinct budgets the round planned for, in order.
     """
 
     runs: list[tuple[Plan, int]] = field(default_factory=list)
     stopped: str = ""
+    budgets_mb: list[float] = field(default_factory=list)
 
     def record(self, plan: Plan) -> None:
         if self.runs and self.runs[-1][0] == plan:

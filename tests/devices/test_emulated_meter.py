@@ -116,4 +116,4 @@ def test_planner_hooks_match_the_emulator() -> None:
     w = measure_workload(model, shape, 16, model_name="lenet")
     one = meter.emulate(model, dataclasses.replace(job(), batch_sizes=(16,)))
     assert meter.step_seconds(w) == pytest.approx(one.latency_s)
-    assert meter.budget_mb == one.mem_budget_mb
+    assert meter.budget_mb(job()) == one.mem_budget_mb
