@@ -43,6 +43,7 @@ from fedbench.models import build_from_config
 from fedbench.report.records import CSV_FIELDS, RECORD_KEY, RoundReport, to_record
 from fedbench.scenarios.context import data_context
 from fedbench.train.loop import TrainParams, step_sizes, train_local
+from fedbench.train.round_plan import plan_round
 
 app = ClientApp()
 
@@ -198,6 +199,7 @@ def _train(
         float(t.lr),
         float(t.momentum),
         float(t.weight_decay),
+        bool(t.get("bn_momentum_scaled", False)),
     )
     job = TrainJob(
         model_name=str(experiment["model"]["name"]),
@@ -208,8 +210,15 @@ def _train(
         state=task.state,
     )
     seed = int(experiment["seed"]) * 1_000_003 + task.round * 10_007 + task.device_index
+    # The memory plan for the device's budget (fedbench.train.round_plan).
+    rp = plan_round(model, job, meter, str(t.get("memory_planner", "auto")))
     torch.manual_seed(seed)
-    loss, cost = meter.measure(model, job, lambda: train_local(model, data, params, seed))
+    loss, cost = meter.measure(
+        model,
+        rp.job,
+        lambda: train_local(model, data, params, seed, plan=rp.job.plan, adapt=rp.adapt),
+    )
+    cost = rp.explain(cost)
     return _report(base, cost, len(data), loss), loss is not None and cost.status == "ok"
 
 

@@ -3,8 +3,10 @@
 From the profiles alone: predicted round latency, energy, peak memory and
 communication time for this experiment's workload (so strategies can rank
 devices never seen), the first thermal trip point, and availability from
-each profile's daily pattern at the virtual clock. Host and physical devices have no
-profile: their predictions stay NaN and they are always available.
+each profile's daily pattern at the virtual clock. Predictions are for the
+memory plan the device would pick (fedbench.train.round_plan; budget at
+virtual time 0). Host and physical devices have no profile: their
+predictions stay NaN and they are always available.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from fedbench.ledger import Ledger
 from fedbench.scenarios.base import Scenario
 from fedbench.scenarios.context import DataContext
 from fedbench.train.loop import step_sizes
+from fedbench.train.round_plan import check_mode, plan_round
 
 
 class FleetView:
@@ -53,6 +56,7 @@ class FleetView:
         """
         train = experiment["train"]
         batch, epochs = int(train["batch_size"]), int(train["local_epochs"])
+        mode = check_mode(str(train.get("memory_planner", "auto")))
         model_bytes = sum(v.numel() * v.element_size() for v in model.state_dict().values())
         shape = tuple(int(v) for v in experiment["model"]["input_shape"])
         for name, idx in self.groups.items():
@@ -67,7 +71,10 @@ class FleetView:
                 0.0,
                 None,
             )
-            em = EmulatedMeter.from_config(profile, self.knobs).emulate(model, job)
+            meter = EmulatedMeter.from_config(profile, self.knobs)
+            # The plan the device will run (train.memory_planner), so a device
+            # that fits with micro-batches or checkpointing is not predicted oom.
+            em = meter.emulate(model, plan_round(model, job, meter, mode).job)
             scale = examples / ref
             ledger.pred_peak_mem_mb[idx] = em.peak_mem_mb
             ledger.mem_budget_mb[idx] = em.mem_budget_mb
