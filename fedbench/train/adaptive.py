@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fedbench.train.planner import PlanChoice
+from fedbench.train.planner import PlanChoice, fmt_mb
 from fedbench.train.plans import Plan, PlanLog
 
 BudgetFn = Callable[[int], float]  # optimizer step index -> MB available for training
@@ -38,7 +38,7 @@ class Adaptation:
         choice = self.choose(budget)
         if not choice.feasible:
             self.log.stopped = (
-                f"memory budget fell to {budget:.0f} MB before step {step + 1}: {choice.reason}"
+                f"memory budget fell to {fmt_mb(budget)} before step {step + 1}: {choice.reason}"
             )
             return None
         return choice.plan

@@ -84,7 +84,8 @@ class PlanChoice:
         return self.plan.name(self.batch_size)
 
 
-def _mb(x: float) -> str:
+def fmt_mb(x: float) -> str:
+    """MB for messages: one decimal from 10 MB, else 3 significant digits."""
     return f"{x:.1f} MB" if x >= 10 else f"{x:.3g} MB"
 
 
@@ -166,7 +167,7 @@ class _Search:
         return self.choice(
             best,
             True,
-            f"{best.name(self.bs)} fits: {_mb(e.peak_mb)} <= {_mb(self.budget)}",
+            f"{best.name(self.bs)} fits: {fmt_mb(e.peak_mb)} <= {fmt_mb(self.budget)}",
         )
 
     def smallest(self) -> Plan:
@@ -175,7 +176,7 @@ class _Search:
     def grid(self) -> PlanChoice:
         full = self.estimate(FULL)
         if full.fits:
-            return self.choice(FULL, True, f"the full batch fits: {_mb(full.peak_mb)}")
+            return self.choice(FULL, True, f"the full batch fits: {fmt_mb(full.peak_mb)}")
         w = self.workload(FULL)
         state_mb = (w.param_bytes + w.grad_bytes + w.optimizer_state_bytes) / MB
         floor_mb = state_mb + w.input_bytes / MB
@@ -183,16 +184,16 @@ class _Search:
             return self.choice(
                 FULL,
                 False,
-                f"weights + gradients + optimizer state alone ({_mb(state_mb)}) exceed "
-                f"the budget ({_mb(self.budget)})",
+                f"weights + gradients + optimizer state alone ({fmt_mb(state_mb)}) exceed "
+                f"the budget ({fmt_mb(self.budget)})",
             )
         if floor_mb > self.budget:
             return self.choice(
                 FULL,
                 False,
-                f"weights + gradients + optimizer state ({_mb(state_mb)}) and the batch "
-                f"of {self.bs} inputs ({_mb(floor_mb - state_mb)}) exceed the budget "
-                f"({_mb(self.budget)})",
+                f"weights + gradients + optimizer state ({fmt_mb(state_mb)}) and the batch "
+                f"of {self.bs} inputs ({fmt_mb(floor_mb - state_mb)}) exceed the budget "
+                f"({fmt_mb(self.budget)})",
             )
         found: list[Plan] = []
         bound = self.bs + 1
@@ -216,8 +217,8 @@ class _Search:
         return self.choice(
             self.smallest(),
             False,
-            f"even 1-sample micro-batches {how}need {_mb(least.peak_mb)} > "
-            f"{_mb(self.budget)}{no_ckpt}",
+            f"even 1-sample micro-batches {how}need {fmt_mb(least.peak_mb)} > "
+            f"{fmt_mb(self.budget)}{no_ckpt}",
         )
 
     def _smallest_m(self, s: int, allowed: list[int], floor_mb: float, one_mb: float) -> int | None:
@@ -245,8 +246,8 @@ class _Search:
             least,
             False,
             f"none of the {len(set(candidates))} candidate plans fits: the smallest, "
-            f"{least.name(self.bs)}, needs {_mb(self.tried[least].peak_mb)} > "
-            f"{_mb(self.budget)}",
+            f"{least.name(self.bs)}, needs {fmt_mb(self.tried[least].peak_mb)} > "
+            f"{fmt_mb(self.budget)}",
         )
 
 

@@ -1,0 +1,166 @@
+"""Memory budgets that change: profile pressure, the planned plan's cost, mid-round re-planning."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from typing import Any
+
+import pytest
+import torch
+import yaml
+
+from fedbench.data.source import Tensors
+from fedbench.devices.budget import budget_at, step_runs
+from fedbench.devices.emulated_meter import EmulatedMeter
+from fedbench.devices.emulator import emulate
+from fedbench.devices.knobs import Knobs
+from fedbench.devices.meter import TrainJob
+from fedbench.devices.profile import DeviceProfile, parse_profile
+from fedbench.errors import FedbenchError
+from fedbench.measure.workload import measure_workload
+from fedbench.paths import profiles_dir
+from fedbench.train.loop import TrainParams, step_sizes, train_local
+from fedbench.train.plans import FULL, Plan, PlanLog
+from fedbench.train.round_plan import plan_round
+from tests.train.nets import Trunked
+
+HOUR = 3600.0
+SHAPE = (3, 16, 16)
+
+
+def _raw(budget_mb: int = 16, pressure: list[list[float]] | None = None) -> dict[str, Any]:
+    data = yaml.safe_load((profiles_dir() / "rpi4.yaml").read_text())
+    data["memory"]["train_budget_mb"] = budget_mb
+    data["sources"]["memory.train_budget_mb"] = "test: a tiny budget"
+    if pressure is not None:
+        data["memory"]["pressure"] = pressure
+        data["sources"]["memory.pressure"] = "test: other apps during the day"
+    return data
+
+
+def _profile(budget_mb: int = 16, pressure: list[list[float]] | None = None) -> DeviceProfile:
+    return parse_profile(_raw(budget_mb, pressure), "test.yaml")
+
+
+def test_pressure_scales_the_budget_by_hour() -> None:
+    p = _profile(1000, [[8, 20, 0.5], [22, 6, 0.25], [12, 13, 0.4]])
+    assert budget_at(p, 7.9 * HOUR) == 1000
+    assert budget_at(p, 8 * HOUR) == 500
+    assert budget_at(p, 12.5 * HOUR) == 400  # overlapping windows: the smallest fraction
+    assert budget_at(p, 23 * HOUR) == 250 and budget_at(p, 24 * HOUR + 3 * HOUR) == 250
+    assert budget_at(_profile(1000), 12 * HOUR) == 1000  # no pressure: the budget
+
+
+@pytest.mark.parametrize(
+    ("pressure", "sourced", "needle"),
+    [
+        ([[8, 20, 1.5]], True, r"memory\.pressure\.0\.2: expected fraction in \[0\.01, 1\]"),
+        ([[8, 8, 0.5]], True, r"memory\.pressure\.0: expected start hour != end hour"),
+        ([[8, 20]], True, r"memory\.pressure\.0: expected a list of 3 items"),
+        ([[8, 20, 0.5]], False, r"sources\.memory\.pressure.*missing"),
+    ],
+)
+def test_bad_pressure_is_refused(pressure: list[list[float]], sourced: bool, needle: str) -> None:
+    raw = _raw(16, pressure)
+    if not sourced:
+        del raw["sources"]["memory.pressure"]
+    with pytest.raises(FedbenchError, match=needle):
+        parse_profile(raw, "test.yaml")
+
+
+def _job(now_s: float = 0.0, sizes: tuple[int, ...] = (32,) * 10, plan: Plan = FULL) -> TrainJob:
+    return TrainJob("trunked16", SHAPE, sizes, 50_000, now_s, None, plan=plan)
+
+
+@pytest.fixture(scope="module")
+def net() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return Trunked(norm=True, width=16)
+
+
+def test_the_emulator_costs_the_jobs_plan(net: torch.nn.Module) -> None:
+    meter = EmulatedMeter(_profile(16), Knobs())
+    full = meter.emulate(net, _job())
+    planned = meter.emulate(net, _job(plan=Plan(4, 5)))
+    w = measure_workload(
+        net,
+        SHAPE,
+        32,
+        model_name="trunked16",
+        microbatches=4,
+        checkpoint_segments=5,
+        plan="4x8+ckpt5",
+    )
+    assert planned.peak_mem_mb == pytest.approx(w.peak_bytes / 2**20)
+    assert planned.peak_mem_mb < full.peak_mem_mb
+    assert planned.latency_s > full.latency_s  # recompute and smaller kernels cost time
+    assert planned.energy_j > full.energy_j
+    # A short last step keeps the micro-batch size: 20 examples as 4 slices of 5.
+    assert step_runs(_job(sizes=(32, 32, 20), plan=Plan(4))) == [
+        (Plan(4), 32, 2),
+        (Plan(4), 20, 1),
+    ]
+
+
+def test_planner_makes_an_oom_device_train(net: torch.nn.Module) -> None:
+    meter = EmulatedMeter(_profile(16, [[0, 24, 0.25]]), Knobs())  # 4 MB all day
+    job = _job()
+    off = plan_round(net, job, meter, "off")
+    assert meter.emulate(net, off.job).status == "oom"
+    auto = plan_round(net, job, meter, "auto")
+    assert auto.choice is not None and auto.choice.feasible
+    em = meter.emulate(net, auto.job)
+    assert em.status == "ok" and em.peak_mem_mb <= 4.0 and em.mem_budget_mb == 4.0
+
+
+def _data(n: int) -> Tensors:
+    gen = torch.Generator().manual_seed(0)
+    return Tensors(torch.randn(n, *SHAPE, generator=gen), torch.randint(0, 10, (n,), generator=gen))
+
+
+def test_budget_drop_mid_round_replans_at_the_emulated_time(net: torch.nn.Module) -> None:
+    profile = _profile(16, [[10, 12, 0.25]])  # 16 MB, 4 MB from 10:00 to 12:00
+    meter = EmulatedMeter(profile, Knobs())
+    params = TrainParams(batch_size=32, local_epochs=1, lr=0.01, momentum=0.9, weight_decay=5e-4)
+    sizes = step_sizes(320, 32, 1)
+    full_step = meter.emulate(net, _job(sizes=(32,))).latency_s
+    start = 10 * HOUR - 3.5 * full_step  # pressure begins during the 4th step
+    job = _job(start, sizes)
+    rp = plan_round(net, job, meter, "auto")
+    assert rp.job.plan == FULL and rp.adapt is not None
+    model = copy.deepcopy(net)
+    loss, cost = meter.measure(
+        model, rp.job, lambda: train_local(model, _data(320), params, 0, rp.job.plan, rp.adapt)
+    )
+    log = rp.job.plan_log
+    assert isinstance(log, PlanLog) and loss is not None and cost.status == "ok"
+    # Steps 1-4 started before 10:00 under the full batch; the 5th sees 4 MB.
+    assert log.runs[0] == (FULL, 4) and log.steps == len(sizes) == 10
+    small = log.runs[1][0]
+    assert small != FULL and log.budgets_mb == [16.0, 4.0]
+    assert cost.plan == f"bs32>{small.name(32)}"
+    assert cost.extra["plan_switches"] == 1.0 and cost.extra["mem_budget_min_mb"] == 4.0
+    # The emulated latency and energy are the sum over the two plans' steps.
+    w_small = meter.workloads(net, dataclasses.replace(job, plan=small))[0][0]
+    wf = meter.workloads(net, job)[0][0]
+    both = emulate(profile, [(wf, 4), (w_small, 6)], meter.start_state(job), Knobs())
+    assert cost.latency_s == pytest.approx(both.latency_s)
+    assert cost.energy_j == pytest.approx(both.energy_j)
+    assert cost.latency_s > 10 * full_step  # the smaller plan's steps are slower
+
+
+def test_budget_too_small_mid_round_is_oom_with_the_step(net: torch.nn.Module) -> None:
+    profile = _profile(16, [[10, 12, 0.01]])  # 0.16 MB: not even the weights
+    meter = EmulatedMeter(profile, Knobs())
+    params = TrainParams(batch_size=32, local_epochs=1, lr=0.01, momentum=0.9, weight_decay=5e-4)
+    full_step = meter.emulate(net, _job(sizes=(32,))).latency_s
+    job = _job(10 * HOUR - 1.5 * full_step, step_sizes(320, 32, 1))
+    rp = plan_round(net, job, meter, "auto")
+    model = copy.deepcopy(net)
+    loss, cost = meter.measure(
+        model, rp.job, lambda: train_local(model, _data(320), params, 0, rp.job.plan, rp.adapt)
+    )
+    assert loss is None and cost.status == "oom"
+    assert cost.reason.startswith("memory budget fell to 0.16 MB before step 3: weights")
+    assert cost.latency_s > 0  # the two steps done were spent
