@@ -5,12 +5,17 @@
     python -m fedbench.bench device=all model=lenet batch_size=32
     python -m fedbench.bench device=meizu_16t model=alexnet_mnn batch_size=4 cores=1 \
         clusters=silver freq_ghz=0.3 background=true
+    python -m fedbench.bench device=rpi3bplus,honor8 model=densenet40 batch_size=64 plan=auto
+    python -m fedbench.bench device=rpi4 model=densenet40 batch_size=32 plan=4x8+ckpt4
 
 One device prints one JSON object: latency, energy, power, peak memory and
 status, with the time per op class, the energy terms and the memory terms
 behind them (and, for steps>1, a sampled trace of heating and throttling).
 Several devices (`device=all` or a comma list) print a table. Every figure
-comes from the emulator, so it is the same on any host.
+comes from the emulator, so it is the same on any host. `plan=` runs the
+step under a memory plan (fedbench.train.plans: full, bs32, 4x8,
+bs32+ckpt4, ...); `plan=auto` lets the memory planner pick, per device, the
+fastest plan that fits its training budget.
 """
 
 from __future__ import annotations
@@ -22,12 +27,14 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from fedbench.devices.budget import budget_at
 from fedbench.devices.emulator import Emulation, emulate
 from fedbench.devices.knobs import Knobs
 from fedbench.devices.profile import DeviceProfile, initial_state, load_profile, profile_names
 from fedbench.devices.schema import closest
 from fedbench.errors import FedbenchError, choices
 from fedbench.measure.workload import Workload, measure_workload
+from fedbench.train.plans import Plan, parse_plan
 
 KEYS = (
     "device",
@@ -43,6 +50,7 @@ KEYS = (
     "background",
     "framework",
     "format",
+    "plan",
 )
 KNOB_KEYS = ("cores", "clusters", "freq_ghz", "background", "framework")
 TRACE_POINTS = 20
@@ -97,7 +105,8 @@ def _devices(raw: str) -> list[str]:
     return picked
 
 
-def workload_of(args: dict[str, str]) -> Workload:
+def workload_of(args: dict[str, str], profile: DeviceProfile | None = None) -> Workload:
+    """The workload under `plan=` (default full); `plan=auto` plans for `profile`'s budget."""
     from fedbench.models import build_model, model_names  # torch-heavy: only when benching
 
     name = args["model"]
@@ -107,14 +116,19 @@ def workload_of(args: dict[str, str]) -> Workload:
         raise FedbenchError(f"model={name!r}: no such model{hint}; valid: {choices(names)}")
     model, shape = build_model(name)
     input_shape = _input_shape(args.get("input"), tuple(shape))
+    batch = _positive_int(args, "batch_size", 1)
     try:
+        plan = _plan(args, model, input_shape, batch, profile)
         return measure_workload(
             model,
             input_shape,
-            _positive_int(args, "batch_size", 1),
+            batch,
             model_name=name,
             optimizer=args.get("optimizer", "sgd_momentum"),
             trainable=args.get("trainable", "all"),
+            plan=plan.name(batch),
+            checkpoint_segments=plan.checkpoint_segments,
+            microbatches=plan.microbatches,
         )
     except RuntimeError as exc:  # torch refusing the shapes: the user's input= does not fit
         first = str(exc).splitlines()[0]
@@ -122,6 +136,33 @@ def workload_of(args: dict[str, str]) -> Workload:
             f"input={'x'.join(map(str, input_shape))} does not fit model {name} "
             f"(default input {'x'.join(map(str, shape))}): {first}"
         ) from None
+
+
+def _plan(
+    args: dict[str, str],
+    model: Any,
+    input_shape: tuple[int, ...],
+    batch: int,
+    profile: DeviceProfile | None,
+) -> Plan:
+    raw = args.get("plan", "full")
+    if raw != "auto":
+        return parse_plan(raw, batch)
+    if args.get("trainable", "all") != "all" or profile is None:
+        raise FedbenchError("plan=auto plans for a device's budget with trainable=all only")
+    from fedbench.devices.emulated_meter import EmulatedMeter
+    from fedbench.train.planner import choose_plan
+
+    knobs = Knobs.from_mapping({k: args[k] for k in KNOB_KEYS if k in args}, "bench")
+    return choose_plan(
+        model,
+        input_shape,
+        batch,
+        budget_at(profile, 0.0),
+        model_name=args["model"],
+        optimizer=args.get("optimizer", "sgd_momentum"),
+        time_fn=EmulatedMeter(profile, knobs).step_seconds,
+    ).plan
 
 
 def _trace(profile: DeviceProfile, w: Workload, steps: int, knobs: Knobs) -> list[dict[str, float]]:
@@ -156,6 +197,7 @@ def report(profile: DeviceProfile, w: Workload, steps: int, knobs: Knobs) -> dic
         "batch_size": w.batch_size,
         "input": "x".join(str(d) for d in w.input_shape),
         "steps": steps,
+        "plan": w.plan,
         "framework": knobs.framework or profile.framework.name,
         "knobs": {k: v for k, v in asdict(knobs).items() if v not in (None, (), False)},
         "status": e.status,
@@ -197,6 +239,7 @@ def _table(rows: list[dict[str, Any]]) -> str:
         ("mem_budget_mb", "{:.0f}"),
         ("temp_c_end", "{:.1f}"),
         ("throttled_frac", "{:.2f}"),
+        ("plan", "{}"),
     )
     cells = [[c for c, _ in cols]] + [[fmt.format(r[c]) for c, fmt in cols] for r in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(cols))]
@@ -224,8 +267,12 @@ def run(argv: Sequence[str]) -> str:
     fmt = args.get("format", "json" if len(devices) == 1 else "table")
     if fmt not in ("json", "table"):
         raise FedbenchError(f"format={fmt!r}: valid: json, table")
-    w = workload_of(args)
-    rows = [report(load_profile(d), w, steps, knobs) for d in devices]
+    profiles = [load_profile(d) for d in devices]
+    if args.get("plan") == "auto":  # a plan per device: its budget decides
+        rows = [report(p, workload_of(args, p), steps, knobs) for p in profiles]
+    else:
+        w = workload_of(args)
+        rows = [report(p, w, steps, knobs) for p in profiles]
     if fmt == "table":
         return _table(rows)
     return json.dumps(_finite(rows[0] if len(rows) == 1 else rows), indent=2)
