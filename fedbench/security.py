@@ -48,12 +48,12 @@ class TlsFiles:
 
     def check(self) -> None:
         for label, path in (
-            ("ca_cert", self.ca_cert),
-            ("server_cert", self.server_cert),
-            ("server_key", self.server_key),
+            ("tls_ca_cert", self.ca_cert),
+            ("tls_server_cert", self.server_cert),
+            ("tls_server_key", self.server_key),
         ):
             if not path.is_file():
-                raise FedbenchError(f"runtime.tls.{label}: no such file {path}")
+                raise FedbenchError(f"runtime.{label}: no such file {path}")
 
 
 @dataclass(frozen=True)
@@ -205,3 +205,32 @@ def check_private_key(path: Path) -> None:
         raise FedbenchError(f"--auth-key {path}: not an OpenSSH private key ({exc})") from None
     if not isinstance(key, ec.EllipticCurvePrivateKey):
         raise FedbenchError(f"--auth-key {path}: expected an EC private key")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m fedbench.security issue-tls --out DIR --host HOST...`: a reusable test CA."""
+    import argparse
+    import sys
+
+    p = argparse.ArgumentParser(
+        prog="python -m fedbench.security",
+        description="Issue a private CA and a SuperLink server certificate for HOSTs "
+        "(give them to runtime.tls_*; devices get ca.pem).",
+    )
+    p.add_argument("command", choices=["issue-tls"])
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--host", action="append", required=True, help="IP or DNS name (repeat)")
+    args = p.parse_args(argv)
+    try:
+        files = issue_tls(args.out.expanduser(), args.host)
+    except FedbenchError as exc:
+        print(f"fedbench.security: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"runtime.tls_ca_cert={files.ca_cert.resolve()}")
+    print(f"runtime.tls_server_cert={files.server_cert.resolve()}")
+    print(f"runtime.tls_server_key={files.server_key.resolve()}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

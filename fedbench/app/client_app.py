@@ -37,7 +37,7 @@ from fedbench.app.protocol import (
 from fedbench.config import from_flower
 from fedbench.devices.faults import Fault, FaultModel, InjectedCrash, draw, fault_models
 from fedbench.devices.meter import Cost, Meter, TrainJob
-from fedbench.devices.meters import make_meter
+from fedbench.devices.meters import PHYSICAL, make_meter
 from fedbench.fleet import DeviceSpec, expand_fleet
 from fedbench.models import build_from_config
 from fedbench.report.records import CSV_FIELDS, RECORD_KEY, RoundReport, to_record
@@ -85,10 +85,21 @@ def _partition_id(context: Context) -> int:
 
 @app.query()
 def identify(msg: Message, context: Context) -> Message:
-    """Tell the server which device of the fleet this node is."""
+    """Tell the server which device of the fleet this node is.
+
+    A node started with a partition id is that device of the fleet. A
+    physical device (`python -m fedbench.device`) has none: it announces its
+    own name and profile (node config `device-name`, `profile`) and the
+    server seats it in a free `physical` slot of the fleet.
+    """
     experiment = from_flower(msg.content.config_records[CONFIG])
     pid = _partition_id(context)
     fleet = fleet_of(experiment)
+    name = context.node_config.get("device-name")
+    if pid < 0 and isinstance(name, str) and name:
+        profile = str(context.node_config.get("profile", PHYSICAL))
+        identity = Identity(-1, name, profile, _meter(PHYSICAL, "{}").kind)
+        return Message(RecordDict({IDENTITY: identity.to_config()}), reply_to=msg)
     device = (
         fleet[pid] if 0 <= pid < len(fleet) else DeviceSpec(pid, f"node-{context.node_id}", "host")
     )

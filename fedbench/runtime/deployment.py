@@ -1,0 +1,325 @@
+"""runtime=deployment: a real Flower SuperLink, local SuperNodes and physical devices.
+
+One run, in order:
+
+1. credentials: the SuperLink's TLS certificate (a test CA issued into
+   `<run>/credentials/`, or the user's `tls_*` files) and one node key per
+   emulated device; the public keys of physical devices come from
+   `physical_keys` (issued on each device by
+   `python -m fedbench.device issue-credentials`);
+2. a SuperLink with TLS and SuperNode authentication on, bound to
+   `address:port`; every key above is registered, nothing else may join;
+3. one SuperNode per emulated device (fedbench.runtime.nodes), pinned to
+   min(its cores, host cores) CPUs and capped at its training budget;
+4. wait until every local node is online, and the fleet's physical slots
+   (`profile: physical`) are filled by devices that joined, or fail with
+   how many did;
+5. `flwr run`: the ServerApp gets the experiment as its run config; its
+   `[fedbench]` progress lines are streamed to the console, everything in
+   `<run>/logs/server.log`;
+6. whatever happens (failure, Ctrl-C, SIGTERM), every process started -
+   and every helper those started - is stopped by PID (processes.py).
+
+Attempts by nodes with unregistered keys are refused by the SuperLink and
+copied to `<run>/refused.log`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fedbench.errors import FedbenchError
+from fedbench.fleet import expand_fleet
+from fedbench.runtime.flower import (
+    REFUSED,
+    RUN_STARTED,
+    FlowerCli,
+    free_port,
+    superlink_argv,
+    write_app,
+    write_run_config,
+)
+from fedbench.runtime.limits import ARENA_ENV, MEMORY_MODES, remove_cgroup
+from fedbench.runtime.nodes import LocalNode, physical, plan_nodes, write_observed_limits
+from fedbench.runtime.processes import ProcessSet, terminate_as_interrupt, wait_alive
+from fedbench.security import TlsFiles, issue_tls, read_public_key
+
+LOCAL_NAMES = ("127.0.0.1", "localhost")
+TLS_KEYS = ("tls_ca_cert", "tls_server_cert", "tls_server_key")
+
+
+@dataclass(frozen=True)
+class DeploymentRuntime:
+    address: str = "127.0.0.1"  # where the SuperLink listens (0.0.0.0: every interface)
+    port: int | None = None  # None: a free port
+    advertise: Sequence[str] = ()  # host names / IPs devices dial (in the generated cert)
+    # The SuperLink's certificates (PEM paths), all three or none (None: issue a test CA).
+    tls_ca_cert: str | None = None
+    tls_server_cert: str | None = None
+    tls_server_key: str | None = None
+    physical_keys: Sequence[str] = ()  # public keys (.pub) of the physical devices
+    wait_for_physical_s: float = 600.0
+    memory_limit: str = "auto"  # auto | cgroup | rlimit | none
+    address_space_headroom_mb: int | None = None  # None: measured idle client + Flower
+    client_cpus: int = 1
+    wait_for_nodes_s: float = 120.0
+    round_timeout_s: float = 3600.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "advertise", tuple(str(a) for a in self.advertise or ()))
+        object.__setattr__(self, "physical_keys", tuple(str(k) for k in self.physical_keys or ()))
+        given = [k for k in TLS_KEYS if getattr(self, k) is not None]
+        if given and len(given) != len(TLS_KEYS):
+            missing = sorted(set(TLS_KEYS) - set(given))
+            raise FedbenchError(
+                f"runtime.{given[0]} is set but runtime.{', runtime.'.join(missing)} is not: "
+                "give all three TLS files, or none to issue a test CA"
+            )
+        if self.memory_limit not in MEMORY_MODES:
+            raise FedbenchError(
+                f"runtime.memory_limit={self.memory_limit!r}; valid: {', '.join(MEMORY_MODES)}"
+            )
+        if self.port is not None and not 1 <= int(self.port) <= 65535:
+            raise FedbenchError(f"runtime.port={self.port!r}: expected 1-65535 or null")
+        if isinstance(self.client_cpus, bool) or int(self.client_cpus) < 1:
+            raise FedbenchError(f"runtime.client_cpus must be >= 1, got {self.client_cpus!r}")
+
+    # -- the run ---------------------------------------------------------------
+
+    def run(self, experiment: dict[str, Any], run_dir: Path, verbose: bool) -> None:
+        devices = expand_fleet(experiment["fleet"])
+        slots = physical(devices)
+        keys = [Path(k).expanduser().resolve() for k in self.physical_keys]
+        if len(keys) < len(slots):
+            raise FedbenchError(
+                f"fleet has {len(slots)} physical device(s) but runtime.physical_keys lists "
+                f"{len(keys)} public key(s); issue one per device with "
+                "`python -m fedbench.device issue-credentials --out DIR --name NAME`"
+            )
+        if len(set(keys)) != len(keys):
+            raise FedbenchError(
+                f"runtime.physical_keys lists a key twice: {list(self.physical_keys)}"
+            )
+        for key in keys:
+            read_public_key(key)
+        procs = ProcessSet()
+        nodes: list[LocalNode] = []
+        try:
+            with terminate_as_interrupt():
+                tls = self._tls(run_dir)
+                port = int(self.port) if self.port else free_port(_bind_probe(self.address))
+                dial = f"{_local(self.address)}:{port}"
+                cli = FlowerCli(run_dir / "flower", dial, tls.ca_cert)
+                _progress(
+                    f"deployment: SuperLink on https://{self.address}:{port} (TLS, node auth)"
+                )
+                argv = superlink_argv(
+                    self.address, port, tls.ca_cert, tls.server_cert, tls.server_key
+                )
+                procs.start("superlink", argv, cli.env, run_dir / "logs" / "superlink.log")
+                nodes = plan_nodes(
+                    devices, run_dir, self.memory_limit, self.address_space_headroom_mb
+                )
+                _wait_listening(procs, _local(self.address), port)
+                ids = cli.register([*keys, *(n.key.public_key for n in nodes)])
+                _write_registered(run_dir, nodes, ids, keys)
+                started = {}
+                for n in nodes:
+                    n.home.mkdir(parents=True, exist_ok=True)
+                    env = {**cli.env, **ARENA_ENV, "FLWR_HOME": str(n.home)}
+                    role = f"supernode {n.device.name}"
+                    started[n] = procs.start(role, n.argv(dial, tls.ca_cert), env, n.log).pid
+                    _progress(f"deployment: {n.device.name}: {n.limits.describe()}")
+                local_ids = {ids[n.key.public_key] for n in nodes}
+                phys = {ids[k] for k in keys}
+                self._wait_nodes(cli, procs, run_dir, local_ids, phys, len(slots), dial, tls)
+                write_observed_limits(run_dir / "logs" / "limits.csv", started)
+                self._submit(cli, procs, experiment, run_dir, verbose)
+        finally:
+            killed = procs.stop()
+            _write_processes(run_dir, procs)
+            _copy_refusals(run_dir)
+            for n in nodes:
+                if n.limits.cgroup is not None:
+                    remove_cgroup(n.limits.cgroup)
+            if killed:
+                _progress(f"deployment: had to kill {len(killed)} process(es): {', '.join(killed)}")
+
+    def _tls(self, run_dir: Path) -> TlsFiles:
+        if self.tls_ca_cert is not None:
+            files = TlsFiles(
+                *(Path(str(getattr(self, k))).expanduser().resolve() for k in TLS_KEYS)
+            )
+            files.check()
+            return files
+        hosts = list(dict.fromkeys([*self.advertise, *LOCAL_NAMES]))
+        if self.address not in ("0.0.0.0", "::"):
+            hosts.insert(0, self.address)
+        return issue_tls(run_dir / "credentials", list(dict.fromkeys(hosts)))
+
+    def _wait_nodes(
+        self,
+        cli: FlowerCli,
+        procs: ProcessSet,
+        run_dir: Path,
+        local: set[int],
+        phys: set[int],
+        slots: int,
+        dial: str,
+        tls: TlsFiles,
+    ) -> None:
+        start = time.monotonic()
+        told = False
+        refused = 0
+        while True:
+            status = cli.nodes()
+            online = {i for i, s in status.items() if s == "online"}
+            joined = len(online & phys)
+            if local <= online and joined >= slots:
+                _progress(f"deployment: {len(local)} local and {joined} physical node(s) online")
+                return
+            waited = time.monotonic() - start
+            dead = wait_alive(procs.started, 0.0)
+            if dead is not None:
+                raise FedbenchError(
+                    f"{dead.role} exited with code {dead.popen.returncode} before the run "
+                    f"started; see {dead.log}"
+                )
+            if not local <= online and waited > self.wait_for_nodes_s:
+                raise FedbenchError(
+                    f"only {len(local & online)} of {len(local)} local SuperNodes came online "
+                    f"within runtime.wait_for_nodes_s={self.wait_for_nodes_s:g}s; "
+                    f"see {run_dir / 'logs'}"
+                )
+            if joined < slots and waited > self.wait_for_physical_s:
+                raise FedbenchError(
+                    f"only {joined} of {slots} physical device(s) joined within "
+                    f"runtime.wait_for_physical_s={self.wait_for_physical_s:g}s "
+                    f"({len(_refusals(run_dir))} attempt(s) with unregistered keys refused, "
+                    f"see {run_dir / 'logs' / 'superlink.log'})"
+                )
+            if slots and not told:
+                _progress(
+                    f"deployment: waiting for {slots} physical device(s); on each run: "
+                    f"python -m fedbench.device --superlink <this host>:{dial.rsplit(':', 1)[1]} "
+                    f"--root-certificates {tls.ca_cert} --auth-key <its .key>"
+                )
+                told = True
+            now_refused = len(_refusals(run_dir))
+            if now_refused > refused:
+                _progress(
+                    f"deployment: refused {now_refused - refused} node(s) with an unregistered key"
+                )
+                refused = now_refused
+            time.sleep(1.0)
+
+    def _submit(
+        self,
+        cli: FlowerCli,
+        procs: ProcessSet,
+        experiment: dict[str, Any],
+        run_dir: Path,
+        verbose: bool,
+    ) -> None:
+        app = write_app(run_dir / "flower" / "app")
+        config = write_run_config(run_dir / "flower" / "run_config.toml", experiment)
+        stream = procs.start(
+            "flwr run", cli.run_argv(app, config), cli.env, None, stdout=subprocess.PIPE
+        )
+        run_id: int | None = None
+        last_error = ""
+        assert stream.popen.stdout is not None
+        with (run_dir / "logs" / "server.log").open("w") as log:
+            for raw in stream.popen.stdout:
+                line = raw.decode(errors="replace").rstrip("\n")
+                log.write(line + "\n")
+                log.flush()
+                if (match := RUN_STARTED.search(line)) is not None:
+                    run_id = int(match.group(1))
+                    _progress(f"deployment: started Flower run {run_id}")
+                if verbose or line.startswith("[fedbench]"):
+                    print(line, file=sys.stderr, flush=True)
+                if "Error" in line and ":" in line:
+                    last_error = line.strip()
+        code = stream.popen.wait()
+        if run_id is None:
+            raise FedbenchError(
+                f"`flwr run` exited with code {code} without starting a run; "
+                f"see {run_dir / 'logs' / 'server.log'}"
+            )
+        status, details = cli.run_status(run_id)
+        if status != "finished:completed":
+            why = last_error or details
+            raise FedbenchError(
+                f"Flower run {run_id} ended {status}: {why}; see {run_dir / 'logs' / 'server.log'}"
+            )
+
+
+def _progress(line: str) -> None:
+    print(f"[fedbench] {line}", file=sys.stderr, flush=True)
+
+
+def _local(address: str) -> str:
+    """The address local processes dial to reach a server bound to `address`."""
+    return "127.0.0.1" if address in ("0.0.0.0", "::", "") else address
+
+
+def _bind_probe(address: str) -> str:
+    return "0.0.0.0" if address in ("0.0.0.0", "::", "") else address
+
+
+def _wait_listening(procs: ProcessSet, host: str, port: int, timeout_s: float = 60.0) -> None:
+    end = time.monotonic() + timeout_s
+    link = procs.started[0]
+    while time.monotonic() < end:
+        if link.popen.poll() is not None:
+            raise FedbenchError(
+                f"flower-superlink exited with code {link.popen.returncode}; see {link.log}"
+            )
+        with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1.0):
+            return
+        time.sleep(0.2)
+    raise FedbenchError(f"flower-superlink did not listen on {host}:{port} within {timeout_s:g}s")
+
+
+def _refusals(run_dir: Path) -> list[str]:
+    log = run_dir / "logs" / "superlink.log"
+    try:
+        text = log.read_text(errors="replace")
+    except FileNotFoundError:
+        return []
+    return [line for line in text.splitlines() if REFUSED.search(line)]
+
+
+def _copy_refusals(run_dir: Path) -> None:
+    lines = _refusals(run_dir)
+    if lines:
+        (run_dir / "refused.log").write_text(
+            "# Nodes the SuperLink refused: their public key is not registered.\n"
+            + "\n".join(lines)
+            + "\n"
+        )
+
+
+def _write_registered(
+    run_dir: Path, nodes: Sequence[LocalNode], ids: dict[Path, int], keys: Sequence[Path]
+) -> None:
+    rows = ["node_id,kind,device,public_key"]
+    for n in nodes:
+        rows.append(f"{ids[n.key.public_key]},local,{n.device.name},{n.key.public_key}")
+    rows += [f"{ids[k]},physical,,{k}" for k in keys]
+    (run_dir / "credentials" / "registered.csv").write_text("\n".join(rows) + "\n")
+
+
+def _write_processes(run_dir: Path, procs: ProcessSet) -> None:
+    rows = ["pid,role"] + [f"{pid},{role}" for pid, role in procs.describe()]
+    (run_dir / "logs").mkdir(parents=True, exist_ok=True)
+    (run_dir / "logs" / "processes.csv").write_text("\n".join(rows) + "\n")

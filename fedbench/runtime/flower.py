@@ -1,0 +1,230 @@
+"""Flower 1.41's deployment tools, as fedbench drives them.
+
+- `flower-superlink`: one HTTPS server (Fleet, Control and Runtime APIs on
+  one port) with `--enable-supernode-auth`: only SuperNodes whose public
+  key was registered through the Control API may join. It starts the
+  ServerApp of each run in a `flwr-serverapp` subprocess
+  (`--isolation subprocess`); `--disable-runtime-dependency-installation`
+  keeps it from `uv sync`-ing the app (fedbench is installed already).
+- `flower-supernode`: joins with `--root-certificates` (the CA that signed
+  the SuperLink's certificate) and `--auth-supernode-private-key`; its
+  `--node-config` is what the ClientApp reads as `context.node_config`;
+  `--port` is its own local Runtime API, one free port per node.
+- `flwr` (the CLI) reads named SuperLink connections from
+  `$FLWR_HOME/config.toml`; fedbench gives each run its own FLWR_HOME in
+  the run folder with one connection, `fedbench`, at an explicit address, so
+  `flwr` never starts a detached local SuperLink of its own.
+  `flwr supernode register KEY.pub` authorises a node,
+  `flwr supernode ls --format json` shows which are online, and
+  `flwr run APP fedbench --run-config FILE.toml --stream` submits the app
+  (a FAB built from APP's pyproject.toml) and streams the ServerApp's log
+  until the run ends.
+
+The app submitted is a folder holding only a pyproject.toml whose
+components name the installed `fedbench.app` modules, so the ServerApp and
+every ClientApp (local or on a physical device) import fedbench from their
+own installation. The experiment travels as the run config key
+`fedbench-config` (JSON), in a TOML file so no shell quoting is involved.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from fedbench.config import EXPERIMENT_KEY
+from fedbench.errors import FedbenchError
+
+CONNECTION = "fedbench"
+IN_MEMORY_DB = ":flwr-in-memory:"
+# No network calls home from any process we start (telemetry, update check).
+FLOWER_ENV: dict[str, str] = {
+    "FLWR_TELEMETRY_ENABLED": "0",
+    "FLWR_DISABLE_UPDATE_CHECK": "1",
+    "PYTHONUNBUFFERED": "1",
+}
+RUN_STARTED = re.compile(r"Successfully started run (\d+)")
+# What the SuperLink logs when a node with an unregistered key tries to join.
+REFUSED = re.compile(r"ApiError:2004|No SuperNode found with the given public key")
+# flower-supernode's message when the SuperLink did not activate it (its exit
+# status is 1 for every error, so the output is what tells).
+NOT_ADMITTED = "Exit Code: 305"
+
+
+def tool(name: str) -> str:
+    """Path of a Flower executable from this Python's environment."""
+    found = shutil.which(name) or str(Path(sys.executable).with_name(name))
+    if not Path(found).exists():
+        raise FedbenchError(f"'{name}' not found; install Flower (pip install 'flwr>=1.41,<2')")
+    return found
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def node_config_arg(values: Mapping[str, str | int | float | bool]) -> str:
+    """`--node-config` text: space-separated TOML key=value pairs."""
+    parts = []
+    for key, value in values.items():
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", key):
+            raise FedbenchError(f"node config key {key!r}: use letters, digits, '-' or '_'")
+        # JSON string and number literals are valid TOML literals too.
+        parts.append(f"{key}={json.dumps(value)}")
+    return " ".join(parts)
+
+
+def superlink_argv(
+    host: str, port: int, ca: Path, cert: Path, key: Path, log_file: Path | None = None
+) -> list[str]:
+    argv = [
+        tool("flower-superlink"),
+        "--ssl-ca-certfile",
+        str(ca),
+        "--ssl-certfile",
+        str(cert),
+        "--ssl-keyfile",
+        str(key),
+        "--enable-supernode-auth",
+        "--disable-runtime-dependency-installation",
+        "--isolation",
+        "subprocess",
+        "--database",
+        IN_MEMORY_DB,
+        "--host",
+        host,
+        "--port",
+        str(port),
+    ]
+    if log_file is not None:
+        argv += ["--log-file", str(log_file)]
+    return argv
+
+
+def supernode_argv(
+    superlink: str,
+    node_config: Mapping[str, str | int | float | bool],
+    runtime_port: int,
+    root_certificates: Path | None,
+    auth_key: Path | None,
+    max_wait_s: float | None = None,
+) -> list[str]:
+    """A SuperNode; without `root_certificates` it connects insecurely (no TLS)."""
+    argv = [tool("flower-supernode"), "--superlink", superlink, "--port", str(runtime_port)]
+    argv += ["--root-certificates", str(root_certificates)] if root_certificates else ["--insecure"]
+    if auth_key is not None:
+        argv += ["--auth-supernode-private-key", str(auth_key)]
+    if node_config:
+        argv += ["--node-config", node_config_arg(node_config)]
+    if max_wait_s is not None:
+        argv += ["--max-wait-time", f"{max_wait_s:g}"]
+    return argv
+
+
+def write_app(folder: Path) -> Path:
+    """The Flower app fedbench submits: a pyproject.toml naming the installed apps."""
+    folder.mkdir(parents=True, exist_ok=True)
+    doc: dict[str, Any] = {
+        "build-system": {"requires": ["setuptools>=68"], "build-backend": "setuptools.build_meta"},
+        "project": {"name": "fedbench", "version": "0.1.0", "dependencies": []},
+        "tool": {
+            "flwr": {
+                "app": {
+                    "publisher": "fedbench",
+                    "components": {
+                        "serverapp": "fedbench.app.server_app:app",
+                        "clientapp": "fedbench.app.client_app:app",
+                    },
+                    "config": {EXPERIMENT_KEY: ""},
+                }
+            }
+        },
+    }
+    (folder / "pyproject.toml").write_bytes(tomli_w.dumps(doc).encode())
+    return folder
+
+
+def write_run_config(path: Path, experiment: Mapping[str, Any]) -> Path:
+    path.write_bytes(tomli_w.dumps({EXPERIMENT_KEY: json.dumps(experiment)}).encode())
+    return path
+
+
+class FlowerCli:
+    """The `flwr` CLI against one SuperLink, with a FLWR_HOME of its own."""
+
+    def __init__(self, home: Path, address: str, root_certificates: Path) -> None:
+        self.home = home
+        home.mkdir(parents=True, exist_ok=True)
+        config = {
+            "superlink": {
+                "default": CONNECTION,
+                CONNECTION: {"address": address, "root-certificates": str(root_certificates)},
+            }
+        }
+        (home / "config.toml").write_bytes(tomli_w.dumps(config).encode())
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {**os.environ, **FLOWER_ENV, "FLWR_HOME": str(self.home)}
+
+    def _json(self, args: Sequence[str], timeout: float = 60.0) -> dict[str, Any]:
+        out = subprocess.run(
+            [tool("flwr"), *args, "--format", "json"],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=timeout,
+        )
+        text = out.stdout[out.stdout.find("{") :] if "{" in out.stdout else ""
+        try:
+            data: dict[str, Any] = json.loads(text)
+        except json.JSONDecodeError:
+            data = {}
+        if out.returncode != 0 or not data.get("success", False):
+            detail = (data.get("error-message") or out.stderr or out.stdout).strip()
+            raise FedbenchError(f"`flwr {' '.join(args)}` failed: {detail[-400:]}")
+        return data
+
+    def register(self, public_keys: Sequence[Path]) -> dict[Path, int]:
+        """Register node public keys (in parallel: each call is a CLI start-up)."""
+
+        def one(path: Path) -> int:
+            return int(self._json(["supernode", "register", str(path), CONNECTION])["node-id"])
+
+        with ThreadPoolExecutor(max_workers=max(1, min(8, len(public_keys)))) as pool:
+            ids = list(pool.map(one, public_keys))
+        return dict(zip(public_keys, ids, strict=True))
+
+    def nodes(self) -> dict[int, str]:
+        """Node id -> status (registered, online, offline, unregistered)."""
+        data = self._json(["supernode", "list", CONNECTION])
+        return {int(n["node-id"]): str(n["status"]) for n in data.get("nodes", [])}
+
+    def run_status(self, run_id: int) -> tuple[str, str]:
+        data = self._json(["ls", CONNECTION, "--run-id", str(run_id)])
+        runs = data.get("runs") or [{}]
+        return str(runs[0].get("status", "unknown")), str(runs[0].get("status-details", ""))
+
+    def run_argv(self, app: Path, run_config: Path) -> list[str]:
+        return [
+            tool("flwr"),
+            "run",
+            str(app),
+            CONNECTION,
+            "--run-config",
+            str(run_config),
+            "--stream",
+        ]

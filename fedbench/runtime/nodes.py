@@ -1,0 +1,122 @@
+"""The local SuperNodes of a deployment: one per emulated device, under its OS limits.
+
+Each device of the fleet that is not a physical slot gets a node key, the
+CPUs and memory cap of its profile (fedbench.runtime.limits), its own
+FLWR_HOME (each SuperNode unpacks the app there) and its own local Runtime
+API port, and runs `flower-supernode --node-config partition-id=<index>`
+through the limits launcher.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from fedbench.devices.meters import HOST, PHYSICAL
+from fedbench.devices.profile import load_profile
+from fedbench.errors import FedbenchError
+from fedbench.fleet import DeviceSpec
+from fedbench.runtime.flower import free_port, supernode_argv
+from fedbench.runtime.limits import (
+    NodeLimits,
+    assign_cpus,
+    cgroup_parent,
+    host_cpus,
+    make_cgroup,
+    plan_memory,
+)
+from fedbench.security import NodeKey, issue_node_key
+
+
+@dataclass(frozen=True)
+class LocalNode:
+    device: DeviceSpec
+    key: NodeKey
+    limits: NodeLimits
+    home: Path  # the node's FLWR_HOME
+    log: Path
+
+    def argv(self, superlink: str, ca: Path) -> list[str]:
+        node = supernode_argv(
+            superlink,
+            {"partition-id": self.device.index},
+            free_port(),
+            root_certificates=ca,
+            auth_key=self.key.private_key,
+        )
+        launch = [sys.executable, "-m", "fedbench.runtime.launch", *self.limits.launcher_args()]
+        return [*launch, "--", *node]
+
+
+def emulated(devices: Sequence[DeviceSpec]) -> list[DeviceSpec]:
+    return [d for d in devices if d.profile != PHYSICAL]
+
+
+def physical(devices: Sequence[DeviceSpec]) -> list[DeviceSpec]:
+    return [d for d in devices if d.profile == PHYSICAL]
+
+
+def plan_nodes(
+    devices: Sequence[DeviceSpec],
+    run_dir: Path,
+    memory_limit: str,
+    headroom_mb: int | None,
+) -> list[LocalNode]:
+    """Keys, limits and folders for every emulated device's SuperNode."""
+    local = emulated(devices)
+    profiles = {d.profile: load_profile(d.profile) for d in local if d.profile != HOST}
+    host = host_cpus()
+    # A "host" device is this machine itself: all its cores, no memory cap.
+    cores = [profiles[d.profile].total_cores if d.profile in profiles else len(host) for d in local]
+    cpus = assign_cpus(cores, host)
+    parent = cgroup_parent() if memory_limit in ("auto", "cgroup") else None
+    if memory_limit == "cgroup" and parent is None:
+        raise FedbenchError(
+            "runtime.memory_limit=cgroup: this process's cgroup v2 group is not writable or "
+            "has no memory controller for children; valid here: auto, rlimit, none"
+        )
+    mode = "cgroup" if parent is not None else ("none" if memory_limit == "none" else "rlimit")
+    nodes = []
+    for d, pinned in zip(local, cpus, strict=True):
+        budget = profiles[d.profile].memory.train_budget_mb if d.profile in profiles else None
+        limits = NodeLimits(cpus=pinned if d.profile in profiles else None, memory_mb=budget)
+        if budget is not None and mode == "cgroup" and parent is not None:
+            group = make_cgroup(parent, f"fedbench-{run_dir.name}-{d.name}", budget)
+            limits = NodeLimits(limits.cpus, cgroup=group, memory_mb=budget)
+        elif budget is not None and mode == "rlimit":
+            limits = NodeLimits(
+                limits.cpus,
+                address_space_mb=plan_memory("rlimit", budget, headroom_mb),
+                memory_mb=budget,
+            )
+        nodes.append(
+            LocalNode(
+                device=d,
+                key=issue_node_key(run_dir / "credentials" / "nodes", d.name),
+                limits=limits,
+                home=run_dir / "flower" / "nodes" / d.name,
+                log=run_dir / "logs" / f"node-{d.name}.log",
+            )
+        )
+    return nodes
+
+
+def write_observed_limits(path: Path, started: Mapping[LocalNode, int]) -> None:
+    """The limits each SuperNode process really runs under, read back from the OS."""
+    rows = ["device,pid,cpus,rlimit_as_mb,cgroup"]
+    for node, pid in started.items():
+        try:
+            cpus = ";".join(str(c) for c in sorted(os.sched_getaffinity(pid)))
+            soft, _ = psutil.Process(pid).rlimit(psutil.RLIMIT_AS)
+        except (OSError, psutil.Error):
+            continue
+        limit = "unlimited" if soft == resource.RLIM_INFINITY else str(soft >> 20)
+        group = node.limits.cgroup.name if node.limits.cgroup is not None else ""
+        rows.append(f"{node.device.name},{pid},{cpus},{limit},{group}")
+    path.write_text("\n".join(rows) + "\n")

@@ -1,0 +1,234 @@
+"""Every process a deployment starts, and stopping all of them by PID.
+
+Flower's servers spawn helpers of their own: the SuperLink a detached
+`flower-superexec` (own session) that starts `flwr-serverapp`; each
+SuperNode a `flower-superexec` that starts one `flwr-clientapp` per message.
+Killing a process group therefore misses some of them, and a helper whose
+parent dies is re-parented and keeps running. So the `ProcessSet` makes
+this process a child subreaper (Linux: orphans of our descendants come back
+to us, not to init), remembers every descendant it has seen (PID plus
+creation time, so a recycled PID is never touched), and `stop()` terminates
+the lot - leaves first - then kills what is left and reaps the zombies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import psutil
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants re-parent to this process (Linux only)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+@dataclass
+class Started:
+    """One process this set launched."""
+
+    role: str  # e.g. "superlink", "supernode rpi4-000"
+    popen: subprocess.Popen[bytes]
+    log: Path | None
+    argv: tuple[str, ...]
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+
+@dataclass
+class ProcessSet:
+    """Launches processes and guarantees none of them, nor their children, outlives `stop()`."""
+
+    poll_s: float = 0.5
+    started: list[Started] = field(default_factory=list)
+    seen: dict[int, float] = field(default_factory=dict)  # pid -> create_time
+    roles: dict[int, str] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _watcher: threading.Thread | None = None
+
+    def __post_init__(self) -> None:
+        become_subreaper()
+
+    def start(
+        self,
+        role: str,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        log: Path | None,
+        stdout: int | IO[bytes] | None = None,
+    ) -> Started:
+        """Start `argv` in a session of its own, output to `log` (or `stdout`)."""
+        out: int | IO[bytes] | None = stdout
+        handle = None
+        if log is not None:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            handle = log.open("ab")
+            out = handle
+        try:
+            # Own session: a Ctrl-C on the terminal reaches fedbench only,
+            # which then stops everything in order.
+            popen = subprocess.Popen(
+                list(argv),
+                env=dict(env),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        finally:
+            if handle is not None:
+                handle.close()
+        proc = Started(role, popen, log, tuple(argv))
+        with self._lock:
+            self.started.append(proc)
+            self._remember(popen.pid, role)
+        if self._watcher is None:
+            self._watcher = threading.Thread(target=self._watch, name="fedbench-procs", daemon=True)
+            self._watcher.start()
+        return proc
+
+    def _remember(self, pid: int, role: str) -> None:
+        try:
+            self.seen.setdefault(pid, psutil.Process(pid).create_time())
+            self.roles.setdefault(pid, role)
+        except psutil.Error:
+            pass
+
+    def snapshot(self) -> None:
+        """Record every live descendant of the processes started so far."""
+        with self._lock:
+            for proc in self.started:
+                try:
+                    children = psutil.Process(proc.pid).children(recursive=True)
+                except psutil.Error:
+                    continue
+                for child in children:
+                    self._remember(child.pid, f"{proc.role} > {_name(child)}")
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            self.snapshot()
+
+    def alive(self) -> list[psutil.Process]:
+        """Processes of this set still running (zombies excluded), by PID and creation time."""
+        out = []
+        with self._lock:
+            items = list(self.seen.items())
+        for pid, created in items:
+            try:
+                p = psutil.Process(pid)
+                if p.create_time() == created and p.status() != psutil.STATUS_ZOMBIE:
+                    out.append(p)
+            except psutil.Error:
+                continue
+        return out
+
+    def stop(self, grace_s: float = 5.0) -> list[str]:
+        """Terminate everything, leaves first, kill after `grace_s`; returns what was killed."""
+        self.snapshot()
+        self._stop.set()
+        procs = self.alive()
+        # Deepest first: a helper whose parent is still alive exits cleanly
+        # instead of being re-parented mid-shutdown.
+        procs.sort(key=_depth, reverse=True)
+        for p in procs:
+            with contextlib.suppress(psutil.Error):
+                p.terminate()
+        _, left = psutil.wait_procs(procs, timeout=grace_s)
+        killed = [f"{self.roles.get(p.pid, '?')} (pid {p.pid})" for p in left]
+        for p in left:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        psutil.wait_procs(left, timeout=grace_s)
+        for proc in self.started:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.popen.wait(timeout=grace_s)
+        self._reap()
+        if self._watcher is not None:
+            self._watcher.join(timeout=2 * self.poll_s + 1)
+        return killed
+
+    def _reap(self) -> None:
+        # Orphans re-parented to us (subreaper) are our children now: collect them.
+        for pid, created in list(self.seen.items()):
+            try:
+                p = psutil.Process(pid)
+                if p.create_time() != created or p.status() != psutil.STATUS_ZOMBIE:
+                    continue
+            except psutil.Error:
+                continue
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(pid, os.WNOHANG)
+
+    def describe(self) -> list[tuple[int, str]]:
+        """(pid, role) of every process this set ever saw, in order of discovery."""
+        return [(pid, self.roles.get(pid, "?")) for pid in self.seen]
+
+
+def _name(p: psutil.Process) -> str:
+    try:
+        cmd = p.cmdline()
+        return os.path.basename(cmd[1] if len(cmd) > 1 and "python" in cmd[0] else cmd[0])
+    except (psutil.Error, IndexError):
+        return "?"
+
+
+def _depth(p: psutil.Process) -> int:
+    depth = 0
+    try:
+        parent = p.parent()
+        while parent is not None and depth < 64:
+            depth += 1
+            parent = parent.parent()
+    except psutil.Error:
+        pass
+    return depth
+
+
+def wait_alive(procs: Sequence[Started], seconds: float) -> Started | None:
+    """Sleep up to `seconds`; return the first started process that exited meanwhile."""
+    end = time.monotonic() + seconds
+    while True:
+        for proc in procs:
+            if proc.popen.poll() is not None:
+                return proc
+        left = end - time.monotonic()
+        if left <= 0:
+            return None
+        time.sleep(min(0.2, left))
+
+
+@contextlib.contextmanager
+def terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM ends the run like Ctrl-C: through the `finally` that stops every process."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
