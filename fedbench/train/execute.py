@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 import torch
 from torch import nn
@@ -133,10 +133,12 @@ def _scaled_momentum(model: nn.Module, microbatches: int) -> Iterator[None]:
 
 
 class PlanRunner:
-    """Optimizer steps of `model` under a plan that may change between steps.
+    """Optimizer steps of `model` under a plan that may change from one step to the next.
 
-    Use as a context manager: leaving it undoes any checkpointing, so the
-    model is exactly the module it was (same submodules, same state dict).
+    Checkpointing is applied for the duration of a step only: between steps
+    the model is exactly the module it was (same submodules, same state
+    dict), so whatever runs there - the budget check, a workload
+    measurement of the model - sees the plain model.
     """
 
     def __init__(
@@ -150,32 +152,17 @@ class PlanRunner:
         self.optimizer = optimizer
         self.loss_fn = loss_fn
         self.bn_momentum_scaled = bn_momentum_scaled
-        self._segments = 0
-        self._runnable: nn.Module = model
-        self._stack = ExitStack()
-
-    def __enter__(self) -> PlanRunner:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stack.close()
-        self._segments, self._runnable = 0, self.model
-
-    def _use(self, segments: int) -> nn.Module:
-        if segments != self._segments:
-            self._stack.close()
-            self._runnable = self._stack.enter_context(checkpointed(self.model, segments))
-            self._segments = segments
-        return self._runnable
 
     def step(self, x: torch.Tensor, y: torch.Tensor, plan: Plan, batch_size: int) -> float:
         """One optimizer step on (x, y); returns the batch's mean loss."""
-        net = self._use(plan.checkpoint_segments)
         m = plan.microbatches_for(batch_size, len(x))
         self.optimizer.zero_grad(set_to_none=True)
         scaled = self.bn_momentum_scaled and m > 1
         total = 0.0
-        with _scaled_momentum(self.model, m) if scaled else nullcontext():
+        with (
+            checkpointed(self.model, plan.checkpoint_segments) as net,
+            _scaled_momentum(self.model, m) if scaled else nullcontext(),
+        ):
             for xb, yb in zip(x.chunk(m), y.chunk(m), strict=True):
                 loss = self.loss_fn(net(xb), yb)
                 if m > 1:

@@ -67,20 +67,20 @@ def train_local(
     model.train()
     current = plan or FULL
     total, steps = 0.0, 0
-    with PlanRunner(model, optimizer, loss_fn, params.bn_momentum_scaled) as runner:
-        for _ in range(params.local_epochs):
-            order = torch.randperm(len(data), generator=generator)
-            for start in range(0, len(data), params.batch_size):
-                idx = order[start : start + params.batch_size]
-                if adapt is not None:
-                    chosen = adapt.plan_for(steps, current)
-                    if chosen is None:
-                        return total / steps if steps else math.nan
-                    current = chosen
-                total += runner.step(data.x[idx], data.y[idx], current, params.batch_size)
-                if adapt is not None:
-                    adapt.log.record(current)
-                steps += 1
+    runner = PlanRunner(model, optimizer, loss_fn, params.bn_momentum_scaled)
+    for _ in range(params.local_epochs):
+        order = torch.randperm(len(data), generator=generator)
+        for start in range(0, len(data), params.batch_size):
+            idx = order[start : start + params.batch_size]
+            if adapt is not None:
+                chosen = adapt.plan_for(steps, current)
+                if chosen is None:
+                    return total / steps if steps else math.nan
+                current = chosen
+            total += runner.step(data.x[idx], data.y[idx], current, params.batch_size)
+            if adapt is not None:
+                adapt.log.record(current)
+            steps += 1
     return total / steps if steps else math.nan
 
 

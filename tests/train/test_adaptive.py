@@ -75,6 +75,22 @@ def test_budget_recovering_switches_back() -> None:
     assert type(trained.features) is nn.Sequential  # checkpointing undone between plans
 
 
+def test_between_steps_the_model_is_plain() -> None:
+    """The budget check (and any workload measurement in it) never sees checkpoint wrappers."""
+    net = copy.deepcopy(Trunked(norm=True))
+    seen: list[type] = []
+
+    def budget(step: int) -> float:
+        seen.append(type(net.features))
+        return 10.0  # SMALL: checkpointed
+
+    log = PlanLog()
+    train_local(
+        net, _data(), PARAMS, seed=3, plan=SMALL, adapt=Adaptation(budget, _fake_planner, log)
+    )
+    assert log.runs == [(SMALL, 10)] and set(seen) == {nn.Sequential}
+
+
 def test_no_plan_fits_stops_with_the_reason() -> None:
     net = Trunked(norm=False)
     log = PlanLog()

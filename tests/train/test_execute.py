@@ -22,8 +22,7 @@ def _step(
     """A copy of `net` after one SGD (momentum, weight decay) step under `plan`."""
     net = copy.deepcopy(net)
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
-    with PlanRunner(net, opt, nn.CrossEntropyLoss(), **kw) as runner:
-        loss = runner.step(x, y, plan, bs)
+    loss = PlanRunner(net, opt, nn.CrossEntropyLoss(), **kw).step(x, y, plan, bs)
     return net, loss
 
 
