@@ -32,6 +32,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,8 @@ from typing import Any
 from fedbench.errors import FedbenchError
 from fedbench.fleet import expand_fleet
 from fedbench.runtime.flower import (
+    ACTIVATED,
+    DEACTIVATED,
     REFUSED,
     RUN_STARTED,
     FlowerCli,
@@ -47,7 +50,13 @@ from fedbench.runtime.flower import (
     write_app,
     write_run_config,
 )
-from fedbench.runtime.limits import ARENA_ENV, MEMORY_MODES, remove_cgroup
+from fedbench.runtime.limits import (
+    ARENA_ENV,
+    FLOWER_HEADROOM_MB,
+    MEMORY_MODES,
+    idle_address_space_mb,
+    remove_cgroup,
+)
 from fedbench.runtime.nodes import LocalNode, physical, plan_nodes, write_observed_limits
 from fedbench.runtime.processes import ProcessSet, terminate_as_interrupt, wait_alive
 from fedbench.security import TlsFiles, issue_tls, read_public_key
@@ -112,6 +121,10 @@ class DeploymentRuntime:
             read_public_key(key)
         procs = ProcessSet()
         nodes: list[LocalNode] = []
+        # Measuring an idle client (for RLIMIT_AS) takes seconds: overlap it
+        # with the SuperLink's start-up.
+        pool = ThreadPoolExecutor(max_workers=1)
+        headroom = pool.submit(self._headroom_mb)
         try:
             with terminate_as_interrupt():
                 tls = self._tls(run_dir)
@@ -125,10 +138,8 @@ class DeploymentRuntime:
                     self.address, port, tls.ca_cert, tls.server_cert, tls.server_key
                 )
                 procs.start("superlink", argv, cli.env, run_dir / "logs" / "superlink.log")
-                nodes = plan_nodes(
-                    devices, run_dir, self.memory_limit, self.address_space_headroom_mb
-                )
                 _wait_listening(procs, _local(self.address), port)
+                nodes = plan_nodes(devices, run_dir, self.memory_limit, headroom.result())
                 ids = cli.register([*keys, *(n.key.public_key for n in nodes)])
                 _write_registered(run_dir, nodes, ids, keys)
                 started = {}
@@ -144,6 +155,7 @@ class DeploymentRuntime:
                 write_observed_limits(run_dir / "logs" / "limits.csv", started)
                 self._submit(cli, procs, experiment, run_dir, verbose)
         finally:
+            pool.shutdown(wait=True, cancel_futures=True)
             killed = procs.stop()
             _write_processes(run_dir, procs)
             _copy_refusals(run_dir)
@@ -152,6 +164,11 @@ class DeploymentRuntime:
                     remove_cgroup(n.limits.cgroup)
             if killed:
                 _progress(f"deployment: had to kill {len(killed)} process(es): {', '.join(killed)}")
+
+    def _headroom_mb(self) -> int | None:
+        if self.address_space_headroom_mb is not None or self.memory_limit == "none":
+            return self.address_space_headroom_mb
+        return idle_address_space_mb() + FLOWER_HEADROOM_MB
 
     def _tls(self, run_dir: Path) -> TlsFiles:
         if self.tls_ca_cert is not None:
@@ -180,12 +197,17 @@ class DeploymentRuntime:
         told = False
         refused = 0
         while True:
-            status = cli.nodes()
-            online = {i for i, s in status.items() if s == "online"}
-            joined = len(online & phys)
-            if local <= online and joined >= slots:
-                _progress(f"deployment: {len(local)} local and {joined} physical node(s) online")
-                return
+            # The SuperLink logs each activation: a cheap signal to poll; the
+            # Control API (a `flwr` call, seconds each) confirms it.
+            active = _activated(run_dir)
+            if local <= active and len(active & phys) >= slots:
+                online = {i for i, s in cli.nodes().items() if s == "online"}
+                joined = len(online & phys)
+                if local <= online and joined >= slots:
+                    _progress(
+                        f"deployment: {len(local)} local and {joined} physical node(s) online"
+                    )
+                    return
             waited = time.monotonic() - start
             dead = wait_alive(procs.started, 0.0)
             if dead is not None:
@@ -193,12 +215,13 @@ class DeploymentRuntime:
                     f"{dead.role} exited with code {dead.popen.returncode} before the run "
                     f"started; see {dead.log}"
                 )
-            if not local <= online and waited > self.wait_for_nodes_s:
+            if not local <= active and waited > self.wait_for_nodes_s:
                 raise FedbenchError(
-                    f"only {len(local & online)} of {len(local)} local SuperNodes came online "
+                    f"only {len(local & active)} of {len(local)} local SuperNodes came online "
                     f"within runtime.wait_for_nodes_s={self.wait_for_nodes_s:g}s; "
                     f"see {run_dir / 'logs'}"
                 )
+            joined = len(active & phys)
             if joined < slots and waited > self.wait_for_physical_s:
                 raise FedbenchError(
                     f"only {joined} of {slots} physical device(s) joined within "
@@ -219,7 +242,7 @@ class DeploymentRuntime:
                     f"deployment: refused {now_refused - refused} node(s) with an unregistered key"
                 )
                 refused = now_refused
-            time.sleep(1.0)
+            time.sleep(0.3)
 
     def _submit(
         self,
@@ -290,13 +313,26 @@ def _wait_listening(procs: ProcessSet, host: str, port: int, timeout_s: float = 
     raise FedbenchError(f"flower-superlink did not listen on {host}:{port} within {timeout_s:g}s")
 
 
-def _refusals(run_dir: Path) -> list[str]:
-    log = run_dir / "logs" / "superlink.log"
+def _activated(run_dir: Path) -> set[int]:
+    """Node ids the SuperLink has activated and not deactivated since (its log)."""
+    active: set[int] = set()
+    for line in _superlink_log(run_dir):
+        if (m := ACTIVATED.search(line)) is not None:
+            active.add(int(m.group(1)))
+        elif (m := DEACTIVATED.search(line)) is not None:
+            active.discard(int(m.group(1)))
+    return active
+
+
+def _superlink_log(run_dir: Path) -> list[str]:
     try:
-        text = log.read_text(errors="replace")
+        return (run_dir / "logs" / "superlink.log").read_text(errors="replace").splitlines()
     except FileNotFoundError:
         return []
-    return [line for line in text.splitlines() if REFUSED.search(line)]
+
+
+def _refusals(run_dir: Path) -> list[str]:
+    return [line for line in _superlink_log(run_dir) if REFUSED.search(line)]
 
 
 def _copy_refusals(run_dir: Path) -> None:

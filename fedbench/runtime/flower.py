@@ -55,6 +55,8 @@ FLOWER_ENV: dict[str, str] = {
     "PYTHONUNBUFFERED": "1",
 }
 RUN_STARTED = re.compile(r"Successfully started run (\d+)")
+ACTIVATED = re.compile(r"\[Fleet\.ActivateNode\] Activated node_id=(\d+)")
+DEACTIVATED = re.compile(r"\[Fleet\.DeactivateNode\] Deactivated node_id=(\d+)")
 # What the SuperLink logs when a node with an unregistered key tries to join.
 REFUSED = re.compile(r"ApiError:2004|No SuperNode found with the given public key")
 # flower-supernode's message when the SuperLink did not activate it (its exit

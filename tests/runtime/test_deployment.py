@@ -1,0 +1,179 @@
+"""runtime=deployment on loopback: two emulated SuperNodes and one physical device.
+
+fedbench starts the SuperLink (TLS + node authentication) and the two
+emulated devices' SuperNodes; when it asks for the physical device the test
+starts one with `python -m fedbench.device` (this host measured by the
+probe), and an intruder whose key was never registered. All three devices
+train in the round, the intruder is refused (and the refusal is in the run
+folder), and afterwards no process of the run is left.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import psutil
+import pytest
+
+from fedbench.runtime.flower import free_port
+from fedbench.security import issue_node_key, issue_tls
+
+pytestmark = pytest.mark.slow
+
+FLOWER_NAMES = ("flower-superlink", "flower-supernode", "flower-superexec", "flwr-")
+
+
+def _lines(stream: object, out: queue.Queue[str]) -> None:
+    for raw in stream:  # type: ignore[attr-defined]
+        out.put(raw.decode(errors="replace") if isinstance(raw, bytes) else raw)
+
+
+def _device(superlink: str, ca: Path, key: Path, name: str, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "fedbench.device", "--superlink", superlink]
+        + ["--root-certificates", str(ca), "--auth-key", str(key), "--name", name, *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
+    )
+
+
+def _flower_leftovers(pids: list[int], since: float) -> list[str]:
+    """Processes of the run still alive: a listed PID that is still a Flower process."""
+    left = []
+    for pid in pids:
+        try:
+            p = psutil.Process(pid)
+            if p.create_time() > since - 1 and p.status() != psutil.STATUS_ZOMBIE:
+                cmd = " ".join(p.cmdline())
+                if any(n in cmd for n in FLOWER_NAMES) or "fedbench" in cmd:
+                    left.append(f"{pid}: {cmd[:120]}")
+        except psutil.Error:
+            continue
+    return left
+
+
+def _tree(pid: int) -> list[psutil.Process]:
+    try:
+        return [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def test_mixed_fleet_with_a_physical_device(tmp_path: Path) -> None:
+    since = time.time()
+    tls = issue_tls(tmp_path / "tls", ["127.0.0.1", "localhost"])
+    probe = issue_node_key(tmp_path / "keys", "probe-host")
+    intruder = issue_node_key(tmp_path / "keys", "intruder")
+    port = free_port()
+    run_dir = tmp_path / "run"
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fedbench",
+            "runtime=deployment",
+            "experiment=smoke",
+            "fleet.devices=[{profile:rpi4,count:1},{profile:pixel2,count:1},"
+            "{profile:physical,count:1}]",
+            "strategy.clients_per_round=3",
+            "scenario.days=1",
+            "scenario.pretrain.epochs=0",
+            f"runtime.port={port}",
+            f"runtime.tls_ca_cert={tls.ca_cert}",
+            f"runtime.tls_server_cert={tls.server_cert}",
+            f"runtime.tls_server_key={tls.server_key}",
+            f"runtime.physical_keys=[{probe.public_key}]",
+            "runtime.wait_for_physical_s=120",
+            "runtime.wait_for_nodes_s=120",
+            f"hydra.run.dir={run_dir}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_lines, args=(server.stderr, lines), daemon=True).start()
+    superlink = f"127.0.0.1:{port}"
+    device = intruder_proc = None
+    log: list[str] = []
+    try:
+        start = time.monotonic()
+        deadline = start + 240
+        while server.poll() is None or not lines.empty():
+            assert time.monotonic() < deadline, "run took too long:\n" + "".join(log[-30:])
+            try:
+                line = lines.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            log.append(f"{time.monotonic() - start:6.1f}s {line}")
+            if "waiting for 1 physical device" in line and device is None:
+                # What a user does on the device: one command (README).
+                device = _device(superlink, tls.ca_cert, probe.private_key, "probe-host")
+                intruder_proc = _device(
+                    superlink, tls.ca_cert, intruder.private_key, "intruder", "--max-wait-s", "8"
+                )
+        assert server.returncode == 0, "".join(log[-40:])
+        assert device is not None and intruder_proc is not None
+
+        out, _ = intruder_proc.communicate(timeout=60)
+        assert intruder_proc.returncode == 3, out[-2000:]
+        assert "did not admit this device" in out
+
+        rows = list(csv.DictReader((run_dir / "rounds.csv").open()))
+        assert Counter(r["kind"] for r in rows) == {"emulated": 2, "physical": 1}
+        assert all(r["status"] == "ok" for r in rows), rows
+        phys = next(r for r in rows if r["kind"] == "physical")
+        assert phys["device"] == "physical-000" and float(phys["latency_s"]) > 0
+        assert float(phys["mem_budget_mb"]) > 0  # measured by the probe: MemAvailable
+        assert any("physical device probe-host (auto: " in line for line in log)
+
+        refused = (run_dir / "refused.log").read_text()
+        assert "ApiError:2004" in refused
+
+        limits = {r["device"]: r for r in csv.DictReader((run_dir / "logs/limits.csv").open())}
+        assert set(limits) == {"rpi4-000", "pixel2-000"}
+        host_cpus = min(len(os.sched_getaffinity(0)), 4)
+        assert len(limits["rpi4-000"]["cpus"].split(";")) == host_cpus
+        if limits["rpi4-000"]["cgroup"] == "":
+            assert int(limits["rpi4-000"]["rlimit_as_mb"]) > 3400  # budget + idle client
+
+        pids = [int(r["pid"]) for r in csv.DictReader((run_dir / "logs/processes.csv").open())]
+        assert len(pids) >= 6  # superlink, 2 supernodes, their helpers, flwr run, apps
+        assert _flower_leftovers(pids, since) == []
+    finally:
+        for proc in (server, device, intruder_proc):
+            if proc is not None and proc.poll() is None:
+                tree = _tree(proc.pid)
+                proc.terminate()
+                try:
+                    proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                # The device stops its own SuperNode and helpers on SIGTERM.
+                assert _running(tree, timeout=15) == []
+
+
+def _running(procs: list[psutil.Process], timeout: float) -> list[int]:
+    """PIDs still running after up to `timeout` s (a zombie has ended; init reaps it)."""
+    end = time.monotonic() + timeout
+    while True:
+        left = []
+        for p in procs:
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    left.append(p.pid)
+            except psutil.Error:
+                continue
+        if not left or time.monotonic() > end:
+            return left
+        time.sleep(0.2)
