@@ -84,6 +84,9 @@ def node_config_arg(values: Mapping[str, str | int | float | bool]) -> str:
     for key, value in values.items():
         if not re.fullmatch(r"[A-Za-z0-9_-]+", key):
             raise FedbenchError(f"node config key {key!r}: use letters, digits, '-' or '_'")
+        # Flower splits the text with a regex that cannot see escaped quotes.
+        if isinstance(value, str) and (set(value) & set('"\\') or not value.isprintable()):
+            raise FedbenchError(f"node config {key}={value!r}: no quotes or backslashes")
         # JSON string and number literals are valid TOML literals too.
         parts.append(f"{key}={json.dumps(value)}")
     return " ".join(parts)

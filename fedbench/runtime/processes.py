@@ -153,19 +153,31 @@ class ProcessSet:
         for p in procs:
             with contextlib.suppress(psutil.Error):
                 p.terminate()
-        _, left = psutil.wait_procs(procs, timeout=grace_s)
+        left = self._wait(procs, grace_s)
         killed = [f"{self.roles.get(p.pid, '?')} (pid {p.pid})" for p in left]
         for p in left:
             with contextlib.suppress(psutil.Error):
                 p.kill()
-        psutil.wait_procs(left, timeout=grace_s)
+        self._wait(left, grace_s)
         for proc in self.started:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.popen.wait(timeout=grace_s)
+            proc.popen.poll()  # collects the exit code of one that ended on its own
         self._reap()
         if self._watcher is not None:
             self._watcher.join(timeout=2 * self.poll_s + 1)
         return killed
+
+    def _wait(self, procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+        """Wait for `procs`; our own children through Popen, so it keeps their exit codes."""
+        mine = {s.pid: s.popen for s in self.started}
+        end = time.monotonic() + timeout
+        _, left = psutil.wait_procs([p for p in procs if p.pid not in mine], timeout=timeout)
+        for p in procs:
+            if p.pid in mine:
+                try:
+                    mine[p.pid].wait(timeout=max(0.0, end - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    left.append(p)
+        return left
 
     def _reap(self) -> None:
         # Orphans re-parented to us (subreaper) are our children now: collect them.

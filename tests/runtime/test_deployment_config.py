@@ -1,0 +1,123 @@
+"""runtime=deployment without servers: config checks, credentials, Flower arguments, seating."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import psutil
+import pytest
+import tomli
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from flwr.cli.supernode.register import try_load_public_key
+from flwr.common.config import parse_config_args
+
+from fedbench.app.protocol import Identity
+from fedbench.app.registry import seat_physical
+from fedbench.config import EXPERIMENT_KEY
+from fedbench.errors import FedbenchError
+from fedbench.fleet import expand_fleet
+from fedbench.runtime.deployment import DeploymentRuntime
+from fedbench.runtime.flower import node_config_arg, write_app, write_run_config
+from fedbench.security import check_private_key, issue_node_key, issue_tls, read_public_key
+
+
+def test_bad_runtime_settings_are_refused_with_the_key() -> None:
+    with pytest.raises(FedbenchError, match="runtime.tls_server_cert, runtime.tls_server_key"):
+        DeploymentRuntime(tls_ca_cert="ca.pem")
+    with pytest.raises(FedbenchError, match="memory_limit='lots'"):
+        DeploymentRuntime(memory_limit="lots")
+    with pytest.raises(FedbenchError, match="runtime.port=70000"):
+        DeploymentRuntime(port=70000)
+    assert DeploymentRuntime(physical_keys=["a.pub"]).physical_keys == ("a.pub",)
+
+
+def _experiment(devices: list[dict[str, object]]) -> dict[str, object]:
+    return {"fleet": {"name": "t", "devices": devices}}
+
+
+def test_missing_physical_keys_fail_before_any_process(tmp_path: Path) -> None:
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    runtime = DeploymentRuntime()
+    exp = _experiment([{"profile": "rpi4", "count": 1}, {"profile": "physical", "count": 2}])
+    with pytest.raises(FedbenchError, match="2 physical device.*lists 0 public key"):
+        runtime.run(exp, tmp_path, False)
+    key = issue_node_key(tmp_path, "pi")
+    twice = DeploymentRuntime(physical_keys=[str(key.public_key)] * 2)
+    with pytest.raises(FedbenchError, match="lists a key twice"):
+        twice.run(exp, tmp_path, False)
+    rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    bad = tmp_path / "rsa.pub"
+    bad.write_bytes(
+        rsa_key.public_key().public_bytes(
+            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+        )
+    )
+    wrong = DeploymentRuntime(physical_keys=[str(bad), str(key.public_key)])
+    with pytest.raises(FedbenchError, match="expected an EC key on a NIST curve"):
+        wrong.run(exp, tmp_path, False)
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+
+
+def test_test_ca_signs_a_server_certificate_for_loopback(tmp_path: Path) -> None:
+    files = issue_tls(tmp_path, ["127.0.0.1", "localhost", "pi-server.lan"])
+    ca = x509.load_pem_x509_certificate(files.ca_cert.read_bytes())
+    server = x509.load_pem_x509_certificate(files.server_cert.read_bytes())
+    server.verify_directly_issued_by(ca)
+    san = server.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert [str(ip) for ip in san.get_values_for_type(x509.IPAddress)] == ["127.0.0.1"]
+    assert san.get_values_for_type(x509.DNSName) == ["localhost", "pi-server.lan"]
+    assert files.server_key.stat().st_mode & 0o777 == 0o600
+
+
+def test_node_keys_are_what_flower_accepts(tmp_path: Path) -> None:
+    key = issue_node_key(tmp_path, "my-pi")
+    assert key.private_key.stat().st_mode & 0o777 == 0o600
+    check_private_key(key.private_key)
+    assert read_public_key(key.public_key).startswith("ecdsa-sha2-nistp384 ")
+    assert try_load_public_key(key.public_key)  # what `flwr supernode register` does
+    private = serialization.load_ssh_private_key(key.private_key.read_bytes(), None)
+    assert isinstance(private, ec.EllipticCurvePrivateKey)  # flower-supernode's check
+    with pytest.raises(FedbenchError, match="device name"):
+        issue_node_key(tmp_path, "../escape")
+
+
+def test_node_config_survives_flowers_parser() -> None:
+    values = {"partition-id": 3, "device-name": "pi 4 b", "profile": "auto: 4x a72 @ 1.50 GHz"}
+    assert parse_config_args([node_config_arg(values)]) == values
+    with pytest.raises(FedbenchError):
+        node_config_arg({"bad key": 1})
+    with pytest.raises(FedbenchError, match="no quotes"):
+        node_config_arg({"device-name": 'pi "4"'})
+
+
+def test_the_app_and_run_config_carry_the_experiment(tmp_path: Path) -> None:
+    from flwr.cli.build import build_fab_from_disk
+    from flwr.cli.config_utils import load_and_validate
+
+    app = write_app(tmp_path / "app")
+    config, _ = load_and_validate(app / "pyproject.toml")
+    assert config["tool"]["flwr"]["app"]["components"]["clientapp"] == (
+        "fedbench.app.client_app:app"
+    )
+    assert build_fab_from_disk(app)  # Flower packs it into a FAB
+    experiment = {"seed": 1, "name": 'quotes " and \\ back', "fleet": {"devices": []}}
+    path = write_run_config(tmp_path / "run.toml", experiment)
+    assert json.loads(tomli.loads(path.read_text())[EXPERIMENT_KEY]) == experiment
+
+
+def _who(name: str, node: int) -> Identity:
+    return Identity(-1, name, "auto: x86_64", "physical", node=node)
+
+
+def test_physical_devices_take_their_named_slot_or_the_next_free_one() -> None:
+    devices = expand_fleet(
+        {"devices": [{"profile": "rpi4", "count": 1}, {"profile": "physical", "count": 2}]}
+    )
+    node_of = {0: Identity(0, "rpi4-000", "rpi4", "emulated", node=10)}
+    seat_physical(devices, node_of, [_who("zeta", 11), _who("physical-001", 12), _who("x", 13)])
+    assert node_of[2].device == "physical-001" and node_of[2].node == 12
+    assert node_of[1].device == "x" and node_of[1].partition_id == 1  # before "zeta"
+    assert sorted(node_of) == [0, 1, 2]  # zeta found no free slot

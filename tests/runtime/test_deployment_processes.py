@@ -1,0 +1,80 @@
+"""ProcessSet: everything started, and everything those started, is stopped by PID."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from fedbench.runtime.processes import ProcessSet, terminate_as_interrupt, wait_alive
+
+# A parent that starts a child in a new session (like flower-superlink starts
+# flower-superexec) and a grandchild, writes their PIDs, then exits itself, so
+# both are orphaned and re-parented.
+SPAWNER = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
+                         start_new_session=True)
+grand = subprocess.Popen([sys.executable, "-c",
+    "import subprocess, sys, time;"
+    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']);"
+    "time.sleep(300)"])
+open(sys.argv[1], "w").write(f"{child.pid} {grand.pid}")
+time.sleep(float(sys.argv[2]))
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def test_stop_ends_children_grandchildren_and_orphans(tmp_path: Path) -> None:
+    procs = ProcessSet(poll_s=0.1)
+    pids_file = tmp_path / "pids"
+    spawner = procs.start(
+        "spawner",
+        [sys.executable, "-c", SPAWNER, str(pids_file), "1.5"],
+        dict(os.environ),
+        tmp_path / "spawner.log",
+    )
+    deadline = time.monotonic() + 30
+    while not pids_file.exists() or not pids_file.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    child, grand = (int(p) for p in pids_file.read_text().split())
+    time.sleep(0.5)  # the watcher records the tree
+    assert wait_alive([spawner], 10.0) is spawner  # the spawner exits; its children live on
+    assert _running(child) and _running(grand)
+    # Subreaper: the orphans now belong to this process, not to init.
+    assert psutil.Process(child).ppid() == os.getpid()
+    seen = {pid for pid, _ in procs.describe()}
+    assert {spawner.pid, child, grand} <= seen
+    procs.stop(grace_s=5)
+    assert not _running(child) and not _running(grand)
+    assert procs.alive() == []
+    assert all(not _running(pid) for pid in seen)
+
+
+def test_a_process_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
+    procs = ProcessSet(poll_s=0.1)
+    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"
+    stubborn = procs.start("stubborn", [sys.executable, "-c", code], dict(os.environ), None)
+    time.sleep(0.5)
+    killed = procs.stop(grace_s=1)
+    assert killed == [f"stubborn (pid {stubborn.pid})"]
+    assert stubborn.popen.returncode == -signal.SIGKILL
+
+
+def test_sigterm_becomes_a_keyboard_interrupt() -> None:
+    with pytest.raises(KeyboardInterrupt), terminate_as_interrupt():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
