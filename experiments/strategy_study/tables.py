@@ -1,0 +1,222 @@
+"""Runs grouped by experiment and strategy: targets, per-run metrics, mean +- std over seeds.
+
+The target accuracy of an experiment is either given (`--target NAME=ACC`)
+or `fraction` x the best strategy's mean final accuracy (over its seeds):
+a level every reasonable strategy should get to, set by the data rather
+than picked after looking at who wins. Times and energies to target are
+averaged over the runs that reached it; how many did is reported next to
+them, and a strategy none of whose runs reached it shows no figure.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from experiments.strategy_study.runs import Run, participation_fairness, time_to_target
+from fedbench.report.records import STATUSES
+
+FAILURES: tuple[str, ...] = tuple(s for s in STATUSES if s != "ok")
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """One run's figures (runs.csv)."""
+
+    experiment: str
+    scenario: str
+    strategy: str
+    seed: int
+    status: str
+    target: float
+    reached: bool
+    round_to_target: float
+    time_to_target_s: float
+    energy_to_target_j: float
+    clock_to_target_s: float
+    final_accuracy: float
+    total_time_s: float
+    total_energy_j: float
+    jain: float
+    ok: int
+    oom: int
+    dropped: int
+    timeout: int
+    failed: int
+    host_wall_s: float
+
+
+@dataclass(frozen=True)
+class StrategyRow:
+    """One strategy in one experiment, over its seeds (results.csv)."""
+
+    experiment: str
+    scenario: str
+    strategy: str
+    runs: int
+    reached: int
+    target: float
+    round_to_target: tuple[float, float]
+    time_to_target_s: tuple[float, float]
+    energy_to_target_j: tuple[float, float]
+    final_accuracy: tuple[float, float]
+    total_time_s: tuple[float, float]
+    total_energy_j: tuple[float, float]
+    jain: tuple[float, float]
+    failures: dict[str, int]  # summed over the seeds
+
+
+def mean_std(values: Iterable[float]) -> tuple[float, float]:
+    """Mean and sample standard deviation of the finite values (std NaN below 2 values)."""
+    x = np.array([v for v in values if not math.isnan(v)], dtype=np.float64)
+    if len(x) == 0:
+        return math.nan, math.nan
+    return float(x.mean()), float(x.std(ddof=1)) if len(x) > 1 else math.nan
+
+
+def labels(runs: list[Run]) -> dict[Path, str]:
+    """Strategy label per run: its module name, plus the parameters that set it apart.
+
+    Two sweeps of one strategy with different parameters (a tuned variant
+    next to the default) must not be averaged together.
+    """
+    groups: dict[tuple[str, str], list[Run]] = defaultdict(list)
+    for run in runs:
+        groups[(run.experiment, run.strategy)].append(run)
+    out: dict[Path, str] = {}
+    for members in groups.values():
+        keys = sorted({k for r in members for k in r.strategy_config})
+        differing = [k for k in keys if len({repr(r.strategy_config.get(k)) for r in members}) > 1]
+        for run in members:
+            extra = ", ".join(f"{k}={run.strategy_config.get(k)}" for k in differing)
+            out[run.path] = f"{run.strategy}({extra})" if extra else run.strategy
+    return out
+
+
+def targets(
+    runs: list[Run], fraction: float, fixed: dict[str, float] | None = None
+) -> dict[str, float]:
+    """Target accuracy per experiment: fixed, else fraction x best mean final accuracy."""
+    named = labels(runs)
+    finals: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for run in runs:
+        finals[run.experiment][named[run.path]].append(run.final_accuracy)
+    out: dict[str, float] = {}
+    for experiment, by_strategy in finals.items():
+        if fixed and experiment in fixed:
+            out[experiment] = fixed[experiment]
+        else:
+            best = max(mean_std(v)[0] for v in by_strategy.values())
+            out[experiment] = fraction * best
+    return out
+
+
+def run_rows(runs: list[Run], target_of: dict[str, float]) -> list[RunRow]:
+    named = labels(runs)
+    rows = []
+    for run in sorted(runs, key=lambda r: (r.experiment, named[r.path], r.seed)):
+        hit = time_to_target(run, target_of[run.experiment])
+        at = hit.evaluation
+        rows.append(
+            RunRow(
+                experiment=run.experiment,
+                scenario=run.scenario,
+                strategy=named[run.path],
+                seed=run.seed,
+                status=run.status,
+                target=hit.target,
+                reached=hit.reached,
+                round_to_target=float(at.round) if at else math.nan,
+                time_to_target_s=hit.time_s,
+                energy_to_target_j=hit.energy_j,
+                clock_to_target_s=at.clock_s if at else math.nan,
+                final_accuracy=run.final_accuracy,
+                total_time_s=run.total_time_s,
+                total_energy_j=run.total_energy_j,
+                jain=participation_fairness(run),
+                host_wall_s=run.host_wall_s,
+                **run.status_counts,
+            )
+        )
+    return rows
+
+
+def strategy_rows(rows: list[RunRow]) -> list[StrategyRow]:
+    groups: dict[tuple[str, str], list[RunRow]] = defaultdict(list)
+    for row in rows:
+        groups[(row.experiment, row.strategy)].append(row)
+    out = []
+    for (experiment, strategy), members in sorted(groups.items()):
+        reached = [m for m in members if m.reached]
+        out.append(
+            StrategyRow(
+                experiment=experiment,
+                scenario=members[0].scenario,
+                strategy=strategy,
+                runs=len(members),
+                reached=len(reached),
+                target=members[0].target,
+                round_to_target=mean_std(m.round_to_target for m in reached),
+                time_to_target_s=mean_std(m.time_to_target_s for m in reached),
+                energy_to_target_j=mean_std(m.energy_to_target_j for m in reached),
+                final_accuracy=mean_std(m.final_accuracy for m in members),
+                total_time_s=mean_std(m.total_time_s for m in members),
+                total_energy_j=mean_std(m.total_energy_j for m in members),
+                jain=mean_std(m.jain for m in members),
+                failures={s: sum(getattr(m, s) for m in members) for s in FAILURES},
+            )
+        )
+    return out
+
+
+def accuracy_per_day(runs: list[Run]) -> list[dict[str, Any]]:
+    """Mean +- std accuracy over seeds at every evaluated day (day 0 = pretrained)."""
+    named = labels(runs)
+    acc: dict[tuple[str, str, int], list[float]] = defaultdict(list)
+    for run in runs:
+        for e in run.evaluations:
+            acc[(run.experiment, named[run.path], e.day)].append(e.accuracy)
+    rows = []
+    for (experiment, strategy, day), values in sorted(acc.items()):
+        mean, std = mean_std(values)
+        rows.append(
+            {
+                "experiment": experiment,
+                "strategy": strategy,
+                "day": day,
+                "accuracy_mean": mean,
+                "accuracy_std": std,
+                "runs": len(values),
+            }
+        )
+    return rows
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        path.write_text("")
+        return
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def flat(row: StrategyRow) -> dict[str, Any]:
+    """results.csv: a (mean, std) pair becomes two columns."""
+    out: dict[str, Any] = {}
+    for key, value in asdict(row).items():
+        if isinstance(value, tuple):
+            out[f"{key}_mean"], out[f"{key}_std"] = value
+        elif isinstance(value, dict):
+            out.update(value)
+        else:
+            out[key] = value
+    return out
