@@ -1,0 +1,117 @@
+"""An emulated device: every figure from the measured workload and the profile.
+
+One step is emulated from the device's idle state (one step does not heat
+a device measurably), so a figure is the steady per-step cost paper 000
+reports after its warm-up steps. Nothing trains; the same study on any
+host gives the same numbers.
+"""
+
+from __future__ import annotations
+
+from fedbench.characterize.device import CpuConfig, Device, PhaseTime, StepJob, StepResult
+from fedbench.characterize.models import ModelRef
+from fedbench.characterize.workloads import WorkloadBook, forward_pass
+from fedbench.devices.constants import load_constants
+from fedbench.devices.emulator import Emulation, emulate
+from fedbench.devices.knobs import Knobs
+from fedbench.devices.profile import Cluster, DeviceProfile, initial_state
+from fedbench.measure.workload import OP_CLASSES, Workload
+
+LEVELS: tuple[str, ...] = ("H", "M", "L")
+# Below every DVFS step: the emulator snaps a cap under the lowest step to
+# each cluster's lowest step (fedbench.devices.cpu.snap_freq).
+LOWEST_CAP_GHZ = 0.01
+
+
+def core_counts(total: int) -> list[int]:
+    """1, 2, 4, ... up to `total`, and `total` itself (paper 001: 1x, 2x, 4x)."""
+    counts = [n for n in (1 << i for i in range(total.bit_length())) if n <= total]
+    return counts if counts[-1] == total else [*counts, total]
+
+
+def middle_cap_ghz(clusters: list[Cluster]) -> float:
+    """A cap midway between the lowest and highest DVFS step of the group's fastest cluster."""
+    top = max(clusters, key=lambda c: c.max_freq_ghz)
+    return 0.5 * (top.dvfs_ghz[0] + top.dvfs_ghz[-1])
+
+
+def core_groups(profile: DeviceProfile) -> list[tuple[str, list[Cluster]]]:
+    """big (all but the slowest cluster), little (the slowest), hybrid (all); or all."""
+    consts = load_constants()
+    ranked = sorted(
+        profile.clusters,
+        key=lambda c: consts.core_peak_gflops(c.arch, c.max_freq_ghz),
+        reverse=True,
+    )
+    if len(ranked) == 1:
+        return [("all", ranked)]
+    return [("big", ranked[:-1]), ("little", ranked[-1:]), ("hybrid", ranked)]
+
+
+class EmulatedDevice(Device):
+    kind = "emulated"
+
+    def __init__(self, book: WorkloadBook, profile: DeviceProfile) -> None:
+        super().__init__(book)
+        self.profile = profile
+        self.name = profile.name
+
+    @property
+    def fleet_profile(self) -> str:
+        return self.profile.name
+
+    def _emulate(self, w: Workload, knobs: Knobs) -> Emulation:
+        return emulate(self.profile, [(w, 1)], initial_state(self.profile, 0.0), knobs)
+
+    def step(self, job: StepJob) -> StepResult:
+        w, source = self.book.get(job.model, job.batch_size)
+        if job.forward_only:
+            w = forward_pass(w)
+        cpu = job.cpu
+        knobs = Knobs(
+            cores=cpu.cores if cpu else None,
+            clusters=cpu.clusters if cpu else (),
+            freq_ghz=cpu.freq_cap_ghz if cpu else None,
+            background=job.priority == "background",
+        )
+        e = self._emulate(w, knobs)
+        return StepResult(
+            status=e.status,
+            reason=e.reason,
+            step_latency_s=e.latency_s,
+            energy_j=e.energy_j,
+            energy_idle_j=e.energy_terms_j["idle"] if e.status == "ok" else e.energy_j,
+            avg_power_w=e.avg_power_w,
+            peak_mem_mb=e.peak_mem_mb,
+            mem_budget_mb=e.mem_budget_mb,
+            freq_ghz=e.freq_ghz_avg,
+            workload=w,
+            workload_source=source,
+        )
+
+    def phase_times(self, model: ModelRef, batch_size: int) -> tuple[str, list[PhaseTime]]:
+        w, _ = self.book.get(model, batch_size)
+        full = self._emulate(w, Knobs())
+        if full.status != "ok":
+            return full.status, []
+        # Each (pass, op class) is its own roofline term, so emulating the
+        # forward pass alone gives exactly the forward share of every class.
+        fwd = self._emulate(forward_pass(w), Knobs())
+        cells = [PhaseTime("forward", c, fwd.time_s[c]) for c in OP_CLASSES]
+        cells += [PhaseTime("backward", c, full.time_s[c] - fwd.time_s[c]) for c in OP_CLASSES]
+        cells.append(PhaseTime("optimizer", "update", full.time_s["optimizer"]))
+        cells += [PhaseTime("other", t, full.time_s[t]) for t in ("overhead", "input")]
+        return "ok", cells
+
+    def cpu_configs(self) -> list[CpuConfig]:
+        out: list[CpuConfig] = []
+        for group, clusters in core_groups(self.profile):
+            names = tuple(c.name for c in clusters)
+            caps = {"H": None, "M": middle_cap_ghz(clusters), "L": LOWEST_CAP_GHZ}
+            for n in core_counts(sum(c.cores for c in clusters)):
+                if group == "hybrid" and n < sum(c.cores for c in clusters):
+                    continue  # paper 001's hybrid row uses every core
+                out += [
+                    CpuConfig(group, n, lv, clusters=names, freq_cap_ghz=caps[lv]) for lv in LEVELS
+                ]
+        return out

@@ -1,0 +1,1 @@
+"""One module per study; each is a frozen dataclass built from conf/characterize/<name>.yaml."""
