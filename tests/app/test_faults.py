@@ -15,7 +15,10 @@ pytestmark = pytest.mark.slow
 
 BASE = ["experiment=smoke", "fleet=mixed8", "scenario.days=3", "seed=2"]
 # Five kinds of failure, 6% each: 30% of participations fail.
-FAULTS = "+fleet.faults={default:{dropout:0.06,crash:0.06,network_loss:0.06,nan_update:0.06,bad_update:0.06}}"
+FAULTS = (
+    "+fleet.faults={default:{dropout:0.06,crash:0.06,network_loss:0.06,"
+    "nan_update:0.06,bad_update:0.06}}"
+)
 
 
 def test_faulty_fleet_completes_records_every_failure_and_keeps_accuracy(tmp_path: Path) -> None:

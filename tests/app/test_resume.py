@@ -24,8 +24,12 @@ pytestmark = pytest.mark.slow
 # deterministic, so two runs agree on every figure but the host's wall clock
 # and Flower's random node ids.
 ARGS = [
-    "experiment=smoke", "fleet=mixed8", "strategy.clients_per_round=4", "scenario.days=4",
-    "scenario.new_samples_per_day=48", "seed=5",
+    "experiment=smoke",
+    "fleet=mixed8",
+    "strategy.clients_per_round=4",
+    "scenario.days=4",
+    "scenario.new_samples_per_day=48",
+    "seed=5",
 ]
 HOST_DEPENDENT = ("node", "host_wall_s")
 
@@ -39,8 +43,11 @@ def _end_ray(temp_dir: str) -> None:
     """End the Ray processes the killed run left, found by PID through its temp dir."""
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        ours = [p for p in psutil.process_iter(["cmdline"])
-                if any(temp_dir in c for c in p.info["cmdline"] or [])]
+        ours = [
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if any(temp_dir in c for c in p.info["cmdline"] or [])
+        ]
         if not ours:
             return
         time.sleep(1)
@@ -55,10 +62,21 @@ def test_sigkill_mid_round_then_resume_matches_uninterrupted(tmp_path: Path) -> 
 
     crashed = tmp_path / "crashed"
     ray_tmp = tempfile.mkdtemp(prefix="fbk-")
-    cmd = [sys.executable, "-m", "fedbench", *ARGS, f"hydra.run.dir={crashed}",
-           f"runtime.ray_temp_dir={ray_tmp}"]
-    run = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                           env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"})
+    cmd = [
+        sys.executable,
+        "-m",
+        "fedbench",
+        *ARGS,
+        f"hydra.run.dir={crashed}",
+        f"runtime.ray_temp_dir={ray_tmp}",
+    ]
+    run = subprocess.Popen(
+        cmd,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
+    )
     assert run.stderr is not None
     for line in run.stderr:
         if line.startswith("[fedbench] day 2:"):
