@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import statistics
 import sys
 import time
@@ -206,12 +207,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
+    load_start = os.getloadavg()[0]
     log: list[str] = []
     rows = [row for name in args.models for row in bench_model(name, args.repeats, log)]
     report = "\n".join(
         [
             f"Memory planner on this host: torch {torch.__version__}, {args.threads} thread(s), "
-            f"median of {args.repeats} steps",
+            f"median of {args.repeats} interleaved steps; {os.cpu_count()} CPUs, load average "
+            f"{load_start:.1f} at start, {os.getloadavg()[0]:.1f} at end (a shared host: "
+            "step times carry that noise, ratios less so)",
             table(rows),
             "",
             verdict(rows),
