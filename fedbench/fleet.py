@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
 
 from fedbench.errors import FedbenchError
@@ -60,10 +61,12 @@ def expand_fleet(fleet: Mapping[str, Any]) -> tuple[DeviceSpec, ...]:
     devices: list[DeviceSpec] = []
     seen: dict[str, int] = {}
     for profile, count in counts:
+        # A profile given as a file path names its devices by the file's stem.
+        stem = PurePath(profile).stem if profile.endswith((".yaml", ".yml")) else profile
         for _ in range(count):
-            k = seen.get(profile, 0)
-            seen[profile] = k + 1
-            devices.append(DeviceSpec(len(devices), f"{profile}-{k:03d}", profile))
+            k = seen.get(stem, 0)
+            seen[stem] = k + 1
+            devices.append(DeviceSpec(len(devices), f"{stem}-{k:03d}", profile))
     return tuple(devices)
 
 

@@ -14,6 +14,12 @@ def test_expansion_names_and_indices() -> None:
     assert [d.index for d in fleet] == [0, 1, 2]
 
 
+def test_profile_files_name_devices_by_their_stem() -> None:
+    fleet = expand_fleet({"devices": [{"profile": "/tmp/x/rpi4_tiny.yaml", "count": 2}]})
+    assert [d.name for d in fleet] == ["rpi4_tiny-000", "rpi4_tiny-001"]
+    assert fleet[0].profile == "/tmp/x/rpi4_tiny.yaml"
+
+
 def test_scale_keeps_the_mix() -> None:
     fleet = expand_fleet(
         {"devices": [{"profile": "a", "count": 3}, {"profile": "b", "count": 1}], "scale": 1000}
