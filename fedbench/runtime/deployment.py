@@ -121,6 +121,7 @@ class DeploymentRuntime:
             read_public_key(key)
         procs = ProcessSet()
         nodes: list[LocalNode] = []
+        interrupted = False
         # Measuring an idle client (for RLIMIT_AS) takes seconds: overlap it
         # with the SuperLink's start-up.
         pool = ThreadPoolExecutor(max_workers=1)
@@ -142,6 +143,12 @@ class DeploymentRuntime:
                 nodes = plan_nodes(devices, run_dir, self.memory_limit, headroom.result())
                 ids = cli.register([*keys, *(n.key.public_key for n in nodes)])
                 _write_registered(run_dir, nodes, ids, keys)
+                if slots:
+                    _progress(
+                        f"deployment: waiting for {len(slots)} physical device(s); on each run: "
+                        f"python -m fedbench.device --superlink <this host>:{port} "
+                        f"--root-certificates {tls.ca_cert} --auth-key <its .key>"
+                    )
                 started = {}
                 for n in nodes:
                     n.home.mkdir(parents=True, exist_ok=True)
@@ -151,9 +158,11 @@ class DeploymentRuntime:
                     _progress(f"deployment: {n.device.name}: {n.limits.describe()}")
                 local_ids = {ids[n.key.public_key] for n in nodes}
                 phys = {ids[k] for k in keys}
-                self._wait_nodes(cli, procs, run_dir, local_ids, phys, len(slots), dial, tls)
+                self._wait_nodes(cli, procs, run_dir, local_ids, phys, len(slots))
                 write_observed_limits(run_dir / "logs" / "limits.csv", started)
                 self._submit(cli, procs, experiment, run_dir, verbose)
+        except KeyboardInterrupt:
+            interrupted = True
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
             killed = procs.stop()
@@ -164,6 +173,9 @@ class DeploymentRuntime:
                     remove_cgroup(n.limits.cgroup)
             if killed:
                 _progress(f"deployment: had to kill {len(killed)} process(es): {', '.join(killed)}")
+        if interrupted:
+            _progress(f"deployment: interrupted; stopped the {len(procs.seen)} processes it ran")
+            raise SystemExit(130)  # the shell's code for "ended by Ctrl-C"
 
     def _headroom_mb(self) -> int | None:
         if self.address_space_headroom_mb is not None or self.memory_limit == "none":
@@ -190,11 +202,8 @@ class DeploymentRuntime:
         local: set[int],
         phys: set[int],
         slots: int,
-        dial: str,
-        tls: TlsFiles,
     ) -> None:
         start = time.monotonic()
-        told = False
         refused = 0
         while True:
             # The SuperLink logs each activation: a cheap signal to poll; the
@@ -229,13 +238,6 @@ class DeploymentRuntime:
                     f"({len(_refusals(run_dir))} attempt(s) with unregistered keys refused, "
                     f"see {run_dir / 'logs' / 'superlink.log'})"
                 )
-            if slots and not told:
-                _progress(
-                    f"deployment: waiting for {slots} physical device(s); on each run: "
-                    f"python -m fedbench.device --superlink <this host>:{dial.rsplit(':', 1)[1]} "
-                    f"--root-certificates {tls.ca_cert} --auth-key <its .key>"
-                )
-                told = True
             now_refused = len(_refusals(run_dir))
             if now_refused > refused:
                 _progress(

@@ -37,7 +37,6 @@ import socket
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -167,6 +166,23 @@ def write_run_config(path: Path, experiment: Mapping[str, Any]) -> Path:
     return path
 
 
+def _json_documents(text: str) -> list[dict[str, Any]]:
+    """The JSON objects printed one after the other in `text` (other lines skipped)."""
+    decoder = json.JSONDecoder()
+    docs: list[dict[str, Any]] = []
+    at = text.find("{")
+    while at >= 0:
+        try:
+            doc, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:
+            at = text.find("{", at + 1)
+            continue
+        if isinstance(doc, dict):
+            docs.append(doc)
+        at = text.find("{", end)
+    return docs
+
+
 class FlowerCli:
     """The `flwr` CLI against one SuperLink, with a FLWR_HOME of its own."""
 
@@ -186,32 +202,36 @@ class FlowerCli:
         return {**os.environ, **FLOWER_ENV, "FLWR_HOME": str(self.home)}
 
     def _json(self, args: Sequence[str], timeout: float = 60.0) -> dict[str, Any]:
+        return self._batch([list(args)], timeout)[0]
+
+    def _batch(
+        self, commands: Sequence[Sequence[str]], timeout: float = 120.0
+    ) -> list[dict[str, Any]]:
+        """Several `flwr ... --format json` commands in one process (flwr_batch.py)."""
+        full = [[*c, "--format", "json"] for c in commands]
         out = subprocess.run(
-            [tool("flwr"), *args, "--format", "json"],
+            [sys.executable, "-m", "fedbench.runtime.flwr_batch", json.dumps(full)],
             capture_output=True,
             text=True,
             env=self.env,
             timeout=timeout,
         )
-        text = out.stdout[out.stdout.find("{") :] if "{" in out.stdout else ""
-        try:
-            data: dict[str, Any] = json.loads(text)
-        except json.JSONDecodeError:
-            data = {}
-        if out.returncode != 0 or not data.get("success", False):
-            detail = (data.get("error-message") or out.stderr or out.stdout).strip()
-            raise FedbenchError(f"`flwr {' '.join(args)}` failed: {detail[-400:]}")
-        return data
+        docs = _json_documents(out.stdout)
+        if len(docs) != len(full):
+            detail = (out.stderr or out.stdout).strip()[-400:]
+            raise FedbenchError(f"`flwr {' '.join(commands[0])}` ... failed: {detail}")
+        for command, doc in zip(commands, docs, strict=True):
+            if not doc.get("success", False):
+                detail = str(doc.get("error-message") or doc).strip()
+                raise FedbenchError(f"`flwr {' '.join(command)}` failed: {detail[-400:]}")
+        return docs
 
     def register(self, public_keys: Sequence[Path]) -> dict[Path, int]:
-        """Register node public keys (in parallel: each call is a CLI start-up)."""
-
-        def one(path: Path) -> int:
-            return int(self._json(["supernode", "register", str(path), CONNECTION])["node-id"])
-
-        with ThreadPoolExecutor(max_workers=max(1, min(8, len(public_keys)))) as pool:
-            ids = list(pool.map(one, public_keys))
-        return dict(zip(public_keys, ids, strict=True))
+        """Register node public keys; node id per key."""
+        if not public_keys:
+            return {}
+        docs = self._batch([["supernode", "register", str(p), CONNECTION] for p in public_keys])
+        return {p: int(d["node-id"]) for p, d in zip(public_keys, docs, strict=True)}
 
     def nodes(self) -> dict[int, str]:
         """Node id -> status (registered, online, offline, unregistered)."""

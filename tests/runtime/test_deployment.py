@@ -10,9 +10,11 @@ folder), and afterwards no process of the run is left.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -177,3 +179,47 @@ def _running(procs: list[psutil.Process], timeout: float) -> list[int]:
         if not left or time.monotonic() > end:
             return left
         time.sleep(0.2)
+
+
+def test_ctrl_c_while_waiting_for_devices_stops_everything(tmp_path: Path) -> None:
+    since = time.time()
+    key = issue_node_key(tmp_path / "keys", "never-comes")
+    run_dir = tmp_path / "run"
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fedbench",
+            "runtime=deployment",
+            "experiment=smoke",
+            "fleet.devices=[{profile:host,count:1},{profile:physical,count:1}]",
+            "strategy.clients_per_round=2",
+            f"runtime.physical_keys=[{key.public_key}]",
+            "runtime.wait_for_physical_s=300",
+            f"hydra.run.dir={run_dir}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_lines, args=(server.stderr, lines), daemon=True).start()
+    log: list[str] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not any("waiting for 1 physical device" in line for line in log):
+            assert server.poll() is None and time.monotonic() < deadline, "".join(log)
+            with contextlib.suppress(queue.Empty):
+                log.append(lines.get(timeout=0.5))
+        tree = _tree(server.pid)
+        assert len(tree) >= 4  # fedbench, SuperLink (+ its helper), the host device's SuperNode
+        server.send_signal(signal.SIGINT)  # what Ctrl-C sends
+        server.wait(timeout=60)
+        assert server.returncode == 130  # stopped cleanly, no traceback
+        assert _running(tree, timeout=15) == []
+        pids = [int(r["pid"]) for r in csv.DictReader((run_dir / "logs/processes.csv").open())]
+        assert _flower_leftovers(pids, since) == []
+        assert (run_dir / "credentials" / "ca.pem").is_file()  # a test CA issued for the run
+    finally:
+        if server.poll() is None:
+            server.kill()
