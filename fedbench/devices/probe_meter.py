@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import torch
 
 from fedbench.devices.meter import Cost, Meter, TrainJob
@@ -45,6 +46,18 @@ class ProbeMeter(Meter):
         check_interval(interval_s)
         self.interval_s = interval_s
         self.root = Path(root)
+
+    def budget_mb(self, job: TrainJob) -> float | None:
+        """What this device can give training now: the system's available memory.
+
+        The memory planner fits the plan to it, so a phone or board with
+        little free memory trains micro-batched instead of being killed.
+        """
+        return psutil.virtual_memory().available / 2**20
+
+    def budget_fn(self, model: torch.nn.Module, job: TrainJob) -> Callable[[int], float] | None:
+        # Other apps take and release memory during training: read it before every step.
+        return lambda step: psutil.virtual_memory().available / 2**20
 
     def measure(
         self, model: torch.nn.Module, job: TrainJob, train: Callable[[], float]

@@ -123,3 +123,18 @@ def test_probe_stops_when_training_fails() -> None:
 def test_probe_meter_rejects_a_bad_interval() -> None:
     with pytest.raises(FedbenchError, match="interval_s=-1"):
         ProbeMeter(interval_s=-1)
+
+
+def test_physical_budget_is_the_memory_available_now() -> None:
+    import psutil
+
+    from fedbench.devices.meter import TrainJob
+    from fedbench.devices.probe_meter import ProbeMeter
+
+    job = TrainJob("small_cnn", (3, 32, 32), (8,), 1000, 0.0, None)
+    meter = ProbeMeter()
+    budget = meter.budget_mb(job)
+    total = psutil.virtual_memory().total / 2**20
+    assert budget is not None and 0 < budget <= total
+    read = meter.budget_fn(None, job)  # type: ignore[arg-type]
+    assert read is not None and 0 < read(3) <= total
