@@ -121,3 +121,22 @@ def test_physical_devices_take_their_named_slot_or_the_next_free_one() -> None:
     assert node_of[2].device == "physical-001" and node_of[2].node == 12
     assert node_of[1].device == "x" and node_of[1].partition_id == 1  # before "zeta"
     assert sorted(node_of) == [0, 1, 2]  # zeta found no free slot
+
+
+def test_flwr_json_documents_and_node_activations_are_read_from_output(tmp_path: Path) -> None:
+    from fedbench.runtime.deployment import _activated, _refusals
+    from fedbench.runtime.flower import _json_documents
+
+    text = 'Using SuperLink: x\n{\n  "success": true,\n  "node-id": 7\n}\n'
+    text += 'noise {oops\n{"a": {"b": 1}}\n'
+    assert _json_documents(text) == [{"success": True, "node-id": 7}, {"a": {"b": 1}}]
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "superlink.log").write_text(
+        "INFO :      [Fleet.ActivateNode] Activated node_id=11\n"
+        "INFO :      [Fleet.ActivateNode] Activated node_id=12\n"
+        "ERROR :     [/v1/fleet/activate-node][ApiError:2004] Attempted to register SuperNode "
+        "with public key: b'...', exception: No SuperNode found with the given public key.\n"
+        "INFO :      [Fleet.DeactivateNode] Deactivated node_id=11\n"
+    )
+    assert _activated(tmp_path) == {12}
+    assert len(_refusals(tmp_path)) == 1
