@@ -35,7 +35,7 @@ import yaml
 
 from fedbench.errors import FedbenchError
 
-DEFAULT_MODELS = "lenet,small_cnn,fc_only"
+DEFAULT_MODELS = "lenet,small_cnn"
 DEFAULT_BATCHES = "8,16,32,64"
 
 
@@ -168,7 +168,12 @@ def _report(profile, samples, held, result, out: Path, clock: str) -> str:  # ty
             f"{s.name:<22} {'holdout' if s.name in held else 'fit':<8} {s.seconds * 1e3:>12.3f} "
             f"{predicted * 1e3:>13.3f} {err:>+8.1%}"
         )
-    bound = f" (at bound: {', '.join(result.at_bound)})" if result.at_bound else ""
+    bound = (
+        f" (at bound: {', '.join(result.at_bound)}: this device is faster than the profile "
+        "schema can express, so models unlike the benched ones will be predicted too slow)"
+        if result.at_bound
+        else ""
+    )
     rows.append(
         f"fit: arch {result.arch}, framework {result.framework}, clock x{result.clock_scale:.4f}, "
         f"bandwidth {result.bandwidth_gbs:.1f} GB/s, rms log error {result.rms_log_error:.3f}"
