@@ -104,18 +104,21 @@ class HostDevice(Device):
         outcome = run_isolated(self._job(StepJob(model, batch_size), profile_ops=True))
         if outcome.status != "ok":
             return outcome.status, []
-        cells: list[PhaseTime] = []
+        # Every profiled step's class rows, averaged over the steps.
+        steps = len(outcome.step_times_s)
+        totals: dict[tuple[str, str], float] = {}
         for row in outcome.ops:
             by_phase = {
                 "forward": row.forward_s,
                 "backward": row.backward_s,
                 "optimizer": row.optimizer_s,
             }
-            cells += [PhaseTime(p, row.op_class, t) for p, t in by_phase.items()]
             # Time outside the three phases (the profiled step's set-up) is "other".
-            rest = max(0.0, row.time_s - sum(by_phase.values()))
-            cells.append(PhaseTime("other", row.op_class, rest))
-        return "ok", cells
+            by_phase["other"] = max(0.0, row.time_s - sum(by_phase.values()))
+            for phase, t in by_phase.items():
+                key = (phase, row.op_class)
+                totals[key] = totals.get(key, 0.0) + t / steps
+        return "ok", [PhaseTime(p, c, t) for (p, c), t in totals.items()]
 
     def cpu_configs(self) -> list[CpuConfig]:
         out: list[CpuConfig] = []

@@ -16,8 +16,8 @@ idle power sampled for half a second before the warm-up (energy above
 idle is what paper 001 reports); peak memory
 is the peak RSS over the timed steps minus the RSS before the model was
 built (weights, gradients, optimizer state, activations, framework
-buffers). With `profile_ops` the worker instead profiles one step per
-operator (fedbench.measure.opprofile).
+buffers). With `profile_ops` the worker instead profiles each of the
+`steps` steps per operator (fedbench.measure.opprofile).
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def _measure(job: HostJob, base_rss: float) -> HostOutcome:
     for _ in range(job.warmup):
         run()
     if job.profile_ops:
-        return _profile(step)
+        return _profile(step, job.steps)
     times: list[float] = []
     with Probe(0.01) as trace:
         for _ in range(job.steps):
@@ -167,11 +167,13 @@ def _idle_power_w(seconds: float = 0.5) -> float:
     return trace.avg_power_w() if trace.power_scopes else math.nan
 
 
-def _profile(step: Any) -> HostOutcome:
-    """One step under torch.profiler and the probe, as opprofile.profile_step does.
+def _profile(step: Any, steps: int) -> HostOutcome:
+    """`steps` steps, each under torch.profiler and the probe, as opprofile.profile_step does.
 
     Done here rather than through profile_step because that builds a float
-    input, and the zoo has integer-input models (char_cnn_lstm).
+    input, and the zoo has integer-input models (char_cnn_lstm). The class
+    rows of every step are returned; the caller averages them, since one
+    profiled step on a shared host is noisy.
     """
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -191,15 +193,22 @@ def _profile(step: Any) -> HostOutcome:
                 self.open = record_function(PHASE_MARK + name)
                 self.open.__enter__()
 
-    with Probe(0.01) as trace, profile(activities=[ProfilerActivity.CPU], record_shapes=True) as p:
-        start = time.perf_counter()
-        with record_function(STEP_MARK):
-            run_step(step, Phases())
-    profiled = extract_ops(p.events(), start)
-    rows = tuple(r for r in op_table(profiled, trace) if r.level == "class")
-    wall = profiled.end - profiled.start
+    rows: list[Any] = []
+    walls: list[float] = []
+    for _ in range(steps):
+        with (
+            Probe(0.01) as trace,
+            profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof,
+        ):
+            start = time.perf_counter()
+            with record_function(STEP_MARK):
+                run_step(step, Phases())
+        profiled = extract_ops(prof.events(), start)
+        rows += [r for r in op_table(profiled, trace) if r.level == "class"]
+        walls.append(profiled.end - profiled.start)
     nan = math.nan
-    return HostOutcome("ok", "", wall, (wall,), nan, nan, nan, nan, nan, nan, ops=rows)
+    mean = sum(walls) / len(walls)
+    return HostOutcome("ok", "", mean, tuple(walls), nan, nan, nan, nan, nan, nan, ops=tuple(rows))
 
 
 def run_isolated(job: HostJob) -> HostOutcome:

@@ -118,3 +118,11 @@ def legend(ax: Any, fontsize: int = 8, title: str | None = None, loc: str = "bes
     """A legend if anything was drawn with a label (a device may have measured nothing)."""
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=fontsize, title=title, loc=loc)
+
+
+def log2_axis(ax: Any) -> None:
+    """A log2 x axis labelled 1, 2, 4, ... (batch sizes, widths) rather than 2^k."""
+    from matplotlib.ticker import ScalarFormatter
+
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(ScalarFormatter())

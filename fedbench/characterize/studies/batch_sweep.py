@@ -20,6 +20,7 @@ from fedbench.characterize.output import (
     StudyResult,
     fmt,
     legend,
+    log2_axis,
     pyplot,
     ratio,
     save,
@@ -124,7 +125,7 @@ def _at(rows: list[Row], batch: int, key: str) -> float:
 
 
 def summarise(rows: list[Row]) -> list[str]:
-    """Paper 000's observations 8-10 as figures: growth from the smallest to the largest batch."""
+    """Paper 000's observations 8-10: growth from batch 4 (or the smallest) to the largest."""
     lines: list[str] = []
     for model, mrows in _by_model(rows).items():
         ok = [r for r in mrows if r["status"] == "ok"]
@@ -132,7 +133,9 @@ def summarise(rows: list[Row]) -> list[str]:
         if len(ok) < 2:
             lines.append(f"{model}: fewer than two batches ran (oom at {oom})")
             continue
-        lo, hi = ok[0]["batch_size"], ok[-1]["batch_size"]
+        # Paper 000 quotes growth from batch 4 to 64; from the smallest batch otherwise.
+        batches = [r["batch_size"] for r in ok]
+        lo, hi = (4 if 4 in batches[:-1] else batches[0]), batches[-1]
         tput = ratio(_at(ok, hi, "throughput_samples_s"), _at(ok, lo, "throughput_samples_s"))
         energy = ratio(_at(ok, hi, "energy_j"), _at(ok, lo, "energy_j"))
         acts = ratio(_at(ok, hi, "mem_activations_mb"), _at(ok, lo, "mem_activations_mb"))
@@ -160,7 +163,7 @@ def plot_sweep(rows: list[Row], path: Path) -> Path:
             if pts:
                 ax.plot(*zip(*pts, strict=True), marker="o", label=model)
                 drawn = True
-        ax.set_xscale("log", base=2)
+        log2_axis(ax)
         ax.set_xlabel("batch size")
         ax.set_ylabel(label)
         if drawn:

@@ -143,11 +143,14 @@ def plot(rows: list[Row], path: Path) -> Path:
                     for r in rows
                     if f"{r['group']} {r['cores']}x" == c and r["level"] == level
                 ]
-                values.append(match[0] if match and math.isfinite(match[0]) else 0.0)
+                # An unavailable or unmeasurable cell is no bar, not a zero bar.
+                values.append(match[0] if match and math.isfinite(match[0]) else math.nan)
             xs = [j + (i - (len(levels) - 1) / 2) * width for j in range(len(configs))]
             ax.bar(xs, values, width, label=level)
         ax.set_xticks(range(len(configs)), configs, rotation=30, ha="right")
         ax.set_ylabel(label)
+        if any(math.isfinite(r[key]) and r[key] > 0 for r in rows):
+            ax.set_yscale("log")  # little 1x L is ~30x slower than big 4x H
         ax.grid(alpha=0.3, axis="y")
         if not any(math.isfinite(r[key]) for r in rows):
             ax.text(0.5, 0.5, "not measurable on this device", ha="center", transform=ax.transAxes)

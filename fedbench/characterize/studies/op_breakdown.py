@@ -73,6 +73,8 @@ class OpBreakdown(Study):
             return [
                 {**base, "phase": "", "op_class": "", "time_s": float("nan"), "share": float("nan")}
             ]
+        # A class with no ops in a phase has no cell (rather than a row of zeros).
+        cells = [c for c in cells if c.time_s > 0]
         total = sum(c.time_s for c in cells)
         return [
             {

@@ -22,6 +22,7 @@ from fedbench.characterize.output import (
     StudyResult,
     fmt,
     legend,
+    log2_axis,
     pyplot,
     ratio,
     save,
@@ -146,17 +147,16 @@ def summarise(rows: list[Row]) -> list[str]:
             f"narrowest->widest {_span(width)}" + (f"; oom at depth x width {oom}" if oom else "")
         )
     dw = [r for r in rows if r["family"] == DWCONV]
-    if dw:
-        d, w = dw[0]["depth"], max(r["width"] for r in dw)
-        train = ratio(
-            _cell(rows, DWCONV, d, w, "train_latency_s"), _cell(rows, CONV, d, w, "train_latency_s")
-        )
-        infer = ratio(
-            _cell(rows, DWCONV, d, w, "infer_latency_s"), _cell(rows, CONV, d, w, "infer_latency_s")
-        )
+    for d in sorted({r["depth"] for r in dw}):
+        w = max(r["width"] for r in dw if r["depth"] == d)
+        ratios = {
+            key: ratio(_cell(rows, DWCONV, d, w, key), _cell(rows, CONV, d, w, key))
+            for key in ("train_latency_s", "infer_latency_s")
+        }
         lines.append(
-            f"depthwise vs conv at depth {d}, width {w}: train time x{fmt(train)}, "
-            f"inference x{fmt(infer)} (paper 002: x0.33 and x0.5)"
+            f"depthwise vs conv at depth {d}, width {w}: train time "
+            f"x{fmt(ratios['train_latency_s'])}, inference x{fmt(ratios['infer_latency_s'])} "
+            "(paper 002, one layer: x0.33 and x0.5)"
         )
     return lines
 
@@ -178,7 +178,7 @@ def plot_grid(rows: list[Row], path: Path) -> Path:
                 if pts:
                     ax.plot(*zip(*pts, strict=True), marker="o", label=f"depth {depth}")
             ooms = [r["width"] for r in fam if r["status"] == "oom"]
-            ax.set_xscale("log", base=2)
+            log2_axis(ax)
             ax.set_yscale("log")
             ax.set_xlabel("width")
             ax.set_ylabel(label)
@@ -209,7 +209,7 @@ def plot_dw(rows: list[Row], path: Path) -> Path:
                 ]
                 if pts:
                     ax.plot(*zip(*pts, strict=True), marker="o", label=f"{family} depth {d}")
-        ax.set_xscale("log", base=2)
+        log2_axis(ax)
         ax.set_yscale("log")
         ax.set_xlabel("width")
         ax.set_ylabel(label)
