@@ -152,17 +152,17 @@ def test_mixed_fleet_with_a_physical_device(tmp_path: Path) -> None:
         pids = [int(r["pid"]) for r in csv.DictReader((run_dir / "logs/processes.csv").open())]
         assert len(pids) >= 6  # superlink, 2 supernodes, their helpers, flwr run, apps
         assert _flower_leftovers(pids, since) == []
+
+        # The device outlives the run (it would join the next one); stopped
+        # with SIGTERM it takes its SuperNode and the helpers with it.
+        tree = _tree(device.pid)
+        assert len(tree) >= 2
+        device.terminate()
+        device.wait(timeout=60)
+        assert _running(tree, timeout=15) == []
     finally:
         for proc in (server, device, intruder_proc):
-            if proc is not None and proc.poll() is None:
-                tree = _tree(proc.pid)
-                proc.terminate()
-                try:
-                    proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                # The device stops its own SuperNode and helpers on SIGTERM.
-                assert _running(tree, timeout=15) == []
+            _stop(proc)
 
 
 def _running(procs: list[psutil.Process], timeout: float) -> list[int]:
@@ -207,10 +207,13 @@ def test_ctrl_c_while_waiting_for_devices_stops_everything(tmp_path: Path) -> No
     log: list[str] = []
     try:
         deadline = time.monotonic() + 120
-        while not any("waiting for 1 physical device" in line for line in log):
+        # The hint for physical devices comes first, then the local nodes start.
+        while not any("deployment: host-000:" in line for line in log):
             assert server.poll() is None and time.monotonic() < deadline, "".join(log)
             with contextlib.suppress(queue.Empty):
                 log.append(lines.get(timeout=0.5))
+        assert any("waiting for 1 physical device" in line for line in log)
+        time.sleep(1.0)
         tree = _tree(server.pid)
         assert len(tree) >= 4  # fedbench, SuperLink (+ its helper), the host device's SuperNode
         server.send_signal(signal.SIGINT)  # what Ctrl-C sends
@@ -221,5 +224,19 @@ def test_ctrl_c_while_waiting_for_devices_stops_everything(tmp_path: Path) -> No
         assert _flower_leftovers(pids, since) == []
         assert (run_dir / "credentials" / "ca.pem").is_file()  # a test CA issued for the run
     finally:
-        if server.poll() is None:
-            server.kill()
+        _stop(server)
+
+
+def _stop(proc: subprocess.Popen[bytes] | subprocess.Popen[str] | None) -> None:
+    """After a failed assertion: let the process clean up (SIGTERM), else kill its tree."""
+    if proc is None or proc.poll() is not None:
+        return
+    tree = _tree(proc.pid)
+    proc.terminate()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        for p in reversed(tree):
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        proc.wait(timeout=10)
