@@ -2,20 +2,23 @@
 # Regenerate every committed result of experiments/characterization (README.md).
 #   bash experiments/characterization/run.sh            # emulated profiles + this host
 #   bash experiments/characterization/run.sh emulated   # emulated profiles only
+#   bash experiments/characterization/run.sh this       # this host only
 # Results go to experiments/characterization/results/<device>/<study>/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=experiments/characterization/results
 PROFILES=(jetson_tx2 meizu_16t pixel2 rpi4)
+MODE="${1:-all}"
 
+if [[ "$MODE" != this ]]; then
 for device in "${PROFILES[@]}"; do
   /usr/bin/time -f "study=all device=$device: %e s wall, %U+%S s CPU" \
     python -m fedbench.characterize study=all device="$device" out="$OUT/$device"
 done
 # daily_accuracy trains for real (fedbench runs); the quick preset on one profile.
 python -m fedbench.characterize study=daily_accuracy device=jetson_tx2 out="$OUT/jetson_tx2/daily_accuracy"
-
-[[ "${1:-all}" == emulated ]] && exit 0
+fi
+[[ "$MODE" == emulated ]] && exit 0
 
 # This host: real timed steps (warm-up excluded), smaller models and grids than the
 # paper-size defaults so the whole set finishes in well under an hour on 2 cores.

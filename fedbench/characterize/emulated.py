@@ -36,16 +36,23 @@ def middle_cap_ghz(clusters: list[Cluster]) -> float:
 
 
 def core_groups(profile: DeviceProfile) -> list[tuple[str, list[Cluster]]]:
-    """big (all but the slowest cluster), little (the slowest), hybrid (all); or all."""
+    """big (all but the slowest clusters), little (the slowest), hybrid (all); or all.
+
+    Speed is a core's modelled peak at its top clock; clusters the emulator
+    models as equally fast (the TX2's Denver2 and A57) are one kind of core.
+    """
     consts = load_constants()
-    ranked = sorted(
-        profile.clusters,
-        key=lambda c: consts.core_peak_gflops(c.arch, c.max_freq_ghz),
-        reverse=True,
-    )
-    if len(ranked) == 1:
+
+    def peak(c: Cluster) -> float:
+        return consts.core_peak_gflops(c.arch, c.max_freq_ghz)
+
+    ranked = sorted(profile.clusters, key=peak, reverse=True)
+    slowest = peak(ranked[-1])
+    big = [c for c in ranked if peak(c) > slowest]
+    little = [c for c in ranked if peak(c) == slowest]
+    if not big:
         return [("all", ranked)]
-    return [("big", ranked[:-1]), ("little", ranked[-1:]), ("hybrid", ranked)]
+    return [("big", big), ("little", little), ("hybrid", ranked)]
 
 
 class EmulatedDevice(Device):

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from fedbench.characterize import run_study
+from fedbench.characterize.emulated import core_groups
 from fedbench.characterize.output import StudyResult, number, read_csv
 from fedbench.characterize.registry import build_study
 from fedbench.devices.profile import load_profile
@@ -91,6 +92,13 @@ def test_cpu_config_paper001_extremes(tmp_path_factory: pytest.TempPathFactory) 
 def test_cpu_config_single_cluster_device(tmp_path_factory: pytest.TempPathFactory) -> None:
     _, rows = run(tmp_path_factory, "cpu_config", "rpi4", model="small_cnn", batch_size="4")
     assert [r["config"] for r in rows if r["level"] == "H"] == ["all 1x H", "all 2x H", "all 4x H"]
+
+
+def test_equally_fast_clusters_are_one_kind_of_core() -> None:
+    # The TX2's Denver2 and A57 have the same modelled peak: no big/little split.
+    groups = core_groups(load_profile("jetson_tx2"))
+    assert [(g, [c.name for c in cs]) for g, cs in groups] == [("all", ["denver", "a57"])]
+    assert [g for g, _ in core_groups(load_profile("pixel2"))] == ["big", "little", "hybrid"]
 
 
 def test_width_depth_grid_and_depthwise(tmp_path_factory: pytest.TempPathFactory) -> None:

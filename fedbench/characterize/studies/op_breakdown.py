@@ -19,7 +19,7 @@ from typing import ClassVar
 
 from fedbench.characterize.device import Device, PhaseTime
 from fedbench.characterize.models import ModelRef
-from fedbench.characterize.output import Row, StudyResult, fmt, legend, pyplot, save, write_csv
+from fedbench.characterize.output import Row, StudyResult, fmt, pyplot, save, write_csv
 from fedbench.characterize.studies.base import Study, pick_models, positive
 
 PHASES: tuple[str, ...] = ("forward", "backward", "optimizer", "other")
@@ -124,7 +124,8 @@ def plot(rows: list[Row], path: Path) -> Path:
         if any(r["model"] == m and r["status"] == "ok" for r in rows)
     ]
     classes = list(dict.fromkeys(r["op_class"] for r in rows if r["status"] == "ok"))
-    fig, axes = plt.subplots(1, 2, figsize=(12, 0.6 * max(3, len(models)) + 1.8))
+    skipped = [f"{r['model']} ({r['status']})" for r in rows if r["status"] != "ok"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 0.6 * max(3, len(models)) + 2.6))
     for ax, (field, keys) in zip(
         axes, (("phase", PHASES), ("op_class", tuple(classes))), strict=True
     ):
@@ -138,9 +139,9 @@ def plot(rows: list[Row], path: Path) -> Path:
             left = [a + b for a, b in zip(left, widths, strict=True)]
         ax.set_xlabel(f"share of step time by {field.replace('_', ' ')} (%)")
         ax.set_xlim(0, 100)
-        legend(ax, fontsize=7, loc="lower right")
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4)
     fig.suptitle(
         f"training-step breakdown on {rows[0]['device']} ({rows[0]['kind']}), "
-        f"batch {rows[0]['batch_size']}"
+        f"batch {rows[0]['batch_size']}" + (f"; not run: {', '.join(skipped)}" if skipped else "")
     )
     return save(fig, path)
