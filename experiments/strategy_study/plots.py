@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections import defaultdict
 from pathlib import Path
 
@@ -42,13 +43,14 @@ def accuracy_curves(
     runs: list[Run], named: dict[Path, str], x: str, target: float | None, path: Path
 ) -> None:
     """Mean over seeds per strategy, evaluation by evaluation; the band is +- 1 std of accuracy."""
-    fig, ax = plt.subplots(figsize=(7.0, 4.2))
+    fig, ax = plt.subplots(figsize=(9.5, 4.4))
     for label, members in _by_label(runs, named).items():
         n = min(len(r.evaluations) for r in members)
         xs = np.array([[getattr(e, x) for e in r.evaluations[:n]] for r in members])
         ys = 100.0 * np.array([[e.accuracy for e in r.evaluations[:n]] for r in members])
         mean = ys.mean(axis=0)
-        (line,) = ax.plot(xs.mean(axis=0), mean, marker=".", label=f"{label} (n={len(members)})")
+        name = textwrap.fill(f"{label} (n={len(members)})", 36)
+        (line,) = ax.plot(xs.mean(axis=0), mean, marker=".", label=name)
         if len(members) > 1:
             std = ys.std(axis=0, ddof=1)
             ax.fill_between(
@@ -60,7 +62,8 @@ def accuracy_curves(
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(f"{runs[0].experiment}: accuracy vs {AXES[x].split(' (')[0]}")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    # Outside the axes: the curves of eight strategies leave no empty corner.
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -86,7 +89,7 @@ def selection_heatmaps(runs: list[Run], named: dict[Path, str], path: Path) -> N
             interpolation="nearest",
             extent=(0.5, run.heat.shape[1] + 0.5, len(run.devices) - 0.5, -0.5),
         )
-        ax.set_title(f"{label}, seed {run.seed}", fontsize=9)
+        ax.set_title(textwrap.fill(f"{label}, seed {run.seed}", 42), fontsize=8)
         ax.set_yticks(range(len(run.devices)))
         ax.set_yticklabels(run.devices, fontsize=5)
         ax.set_xlabel("round", fontsize=8)
