@@ -13,8 +13,10 @@ standard RoundReport (num_examples, train_loss).
 The paper's pow-d asks every candidate for its loss on the current global
 model, an extra round trip; rpow-d, used here, reuses the loss a device
 reported when it last trained, so selection costs no communication. A
-device that never trained has loss +inf: it is tried as soon as it becomes
-a candidate, which also gives it a size and a loss.
+device that was never picked has loss +inf: it is tried as soon as it
+becomes a candidate, which also gives it a size and a loss. A device that was
+picked but never finished a round (it always misses the deadline or fails)
+has loss -inf: it trains only when no other candidate is left.
 """
 
 from __future__ import annotations
@@ -51,5 +53,8 @@ class PowerOfChoice(SelectionStrategy):
         size = np.where(known, size, fill)
         candidates = eligible[weighted_sample(self.rng, size, d)]
         loss = ledger.train_loss[candidates]
-        loss = np.where(np.isnan(loss), np.inf, loss)
+        # No loss yet: never picked -> +inf (try it); picked but never finished
+        # (always late or failing) -> -inf, or it would be picked every round.
+        tried = ledger.selected[candidates] > 0
+        loss = np.where(np.isnan(loss), np.where(tried, -np.inf, np.inf), loss)
         return candidates[top_k(loss, k, self.rng)]

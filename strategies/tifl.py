@@ -23,7 +23,8 @@ RoundReport (round_trip_s, train_loss).
   gets weight n, the next n - 1, ..., the lowest 1, equal losses sharing a
   weight (the paper's rank-proportional ChangeProbs, shifted so no tier's
   probability is 0). A tier whose members never reported a loss ranks
-  highest, so it is tried.
+  highest, so it is tried - unless they were picked and never finished a
+  round (always past the deadline): then it ranks lowest.
 - Within the tier: k eligible members uniformly at random. TiFL assumes
   tiers hold at least k devices; if none does, the k eligible devices whose
   latency rank is nearest the drawn tier's are taken instead.
@@ -95,7 +96,10 @@ class TiFL(SelectionStrategy):
         total = np.bincount(tier[known], weights=loss[known], minlength=slots)
         count = np.bincount(tier[known], minlength=slots)
         present = np.bincount(tier, minlength=slots) > 0
-        mean = np.where(count > 0, total / np.maximum(count, 1), np.inf)
+        # A tier without losses is tried first (+inf) unless its devices were
+        # picked and never finished a round (always late or failing): then last.
+        tried = np.bincount(tier[ledger.selected > 0], minlength=slots) > 0
+        mean = np.where(count > 0, total / np.maximum(count, 1), np.where(tried, -np.inf, np.inf))
         # Weight 1 + number of tiers with a strictly lower loss: equal tiers share one.
         lower = (mean[present][None, :] < mean[present][:, None]).sum(axis=1)
         weights = np.zeros(slots)
