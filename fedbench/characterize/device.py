@@ -114,7 +114,7 @@ class HostOptions:
     """How `device=this` measures (ignored by emulated devices)."""
 
     warmup: int = 3  # steps run before timing (paper 000 excluded 3)
-    steps: int = 5  # timed steps
+    steps: int = 5  # timed steps, at least (hostjob.py times more of very short steps)
     threads: int | None = None  # training threads; None = every CPU this process may use
 
 

@@ -9,11 +9,14 @@ otherwise leave freed memory resident and hide the next batch's growth).
 
 In the worker: build the model, prepare the step exactly as the workload
 measurement does (fedbench.measure.step: SGD with momentum, steady-state
-optimizer state), run `warmup` untimed steps, then `steps` timed steps under
-the probe. Latency is the mean timed step; energy the probe's device total
-over the timed window per step (NaN without a power sensor), and the
-idle power sampled for half a second before the warm-up (energy above
-idle is what paper 001 reports); peak memory
+optimizer state), run `warmup` untimed steps, then timed steps under the
+probe: at least `steps`, and more (up to MAX_STEPS) until MIN_TIMED_S of
+steps were timed, so a millisecond step is not judged on three samples.
+Latency is the median timed step, which a shared host's scheduling
+spikes (another process preempting a thread mid-step) do not move; energy
+the probe's device total over the timed window per step (NaN without a
+power sensor), and the idle power sampled for half a second before the
+warm-up (energy above idle is what paper 001 reports); peak memory
 is the peak RSS over the timed steps minus the RSS before the model was
 built (weights, gradients, optimizer state, activations, framework
 buffers). With `profile_ops` the worker instead profiles each of the
@@ -26,6 +29,7 @@ import contextlib
 import math
 import multiprocessing as mp
 import os
+import statistics
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -34,6 +38,8 @@ from dataclasses import dataclass
 from typing import Any
 
 MB = float(1 << 20)
+MIN_TIMED_S = 1.0
+MAX_STEPS = 200
 
 
 @dataclass(frozen=True)
@@ -124,7 +130,7 @@ def _measure(job: HostJob, base_rss: float) -> HostOutcome:
         return _profile(step, job.steps)
     times: list[float] = []
     with Probe(0.01) as trace:
-        for _ in range(job.steps):
+        while len(times) < job.steps or (sum(times) < MIN_TIMED_S and len(times) < MAX_STEPS):
             trace.mark("step")
             t0 = time.perf_counter()
             run()
@@ -133,7 +139,7 @@ def _measure(job: HostJob, base_rss: float) -> HostOutcome:
     return HostOutcome(
         status="ok",
         reason="",
-        step_latency_s=sum(times) / len(times),
+        step_latency_s=statistics.median(times),
         step_times_s=tuple(times),
         energy_j=trace.energy_j(t_start, t_end) / len(times),
         avg_power_w=trace.avg_power_w(t_start, t_end),

@@ -46,7 +46,7 @@ class Background(Study):
         "priority": "`foreground` or `background`",
         "status": "`ok` or `oom`",
         "reason": "why a row is not ok",
-        "step_latency_s": "one training step, s",
+        "step_latency_s": "one training step, s (measured: the median timed step)",
         "slowdown": "step_latency_s / the foreground row's",
         "energy_j": "energy of one step, J (empty: no power sensor)",
         "avg_power_w": "energy_j / step_latency_s, W",

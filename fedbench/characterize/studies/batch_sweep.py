@@ -55,7 +55,8 @@ class BatchSweep(Study):
         "batch_size": "samples per training step",
         "status": "`ok`, or `oom` (peak over the training budget), `failed`",
         "reason": "why a row is not ok",
-        "step_latency_s": "one training step (forward, backward, SGD update), s",
+        "step_latency_s": "one training step (forward, backward, SGD update), s; "
+        "measured: the median timed step",
         "throughput_samples_s": "batch_size / step_latency_s (paper 000's throughput)",
         "energy_j": "whole-device energy of one step, J (empty: no power sensor)",
         "energy_per_sample_j": "energy_j / batch_size, J",

@@ -53,7 +53,7 @@ class CpuConfigStudy(Study):
         "freq_ghz": "clock the threads ran at, GHz (measured: sampled, empty without cpufreq)",
         "status": "`ok`, `oom`, or `unavailable` (the host cannot set this clock)",
         "reason": "why a row is not ok",
-        "step_latency_s": "one training step, s",
+        "step_latency_s": "one training step, s (measured: the median timed step)",
         "energy_j": "whole-device energy of one step, J",
         "energy_active_j": "energy above the device's idle draw, J (paper 001's figure)",
         "avg_power_w": "energy_j / step_latency_s, W",
