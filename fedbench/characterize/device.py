@@ -52,6 +52,10 @@ class StepJob:
     priority: str = "alone"
     forward_only: bool = False  # inference: the forward pass without gradients
 
+    def __post_init__(self) -> None:
+        if self.priority not in PRIORITIES:
+            raise ValueError(f"priority={self.priority!r}: expected one of {PRIORITIES}")
+
 
 @dataclass(frozen=True)
 class StepResult:

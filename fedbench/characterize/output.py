@@ -120,9 +120,10 @@ def legend(ax: Any, fontsize: int = 8, title: str | None = None, loc: str = "bes
         ax.legend(fontsize=fontsize, title=title, loc=loc)
 
 
-def log2_axis(ax: Any) -> None:
-    """A log2 x axis labelled 1, 2, 4, ... (batch sizes, widths) rather than 2^k."""
-    from matplotlib.ticker import ScalarFormatter
+def log2_axis(ax: Any, ticks: Sequence[int]) -> None:
+    """A log2 x axis ticked at `ticks` (batch sizes, widths), labelled 1, 2, 4 rather than 2^k."""
+    from matplotlib.ticker import NullLocator
 
     ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.set_xticks(list(ticks), [str(t) for t in ticks])
+    ax.xaxis.set_minor_locator(NullLocator())

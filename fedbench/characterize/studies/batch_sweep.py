@@ -164,7 +164,7 @@ def plot_sweep(rows: list[Row], path: Path) -> Path:
             if pts:
                 ax.plot(*zip(*pts, strict=True), marker="o", label=model)
                 drawn = True
-        log2_axis(ax)
+        log2_axis(ax, sorted({r["batch_size"] for r in rows}))
         ax.set_xlabel("batch size")
         ax.set_ylabel(label)
         if drawn:

@@ -178,7 +178,7 @@ def plot_grid(rows: list[Row], path: Path) -> Path:
                 if pts:
                     ax.plot(*zip(*pts, strict=True), marker="o", label=f"depth {depth}")
             ooms = [r["width"] for r in fam if r["status"] == "oom"]
-            log2_axis(ax)
+            log2_axis(ax, sorted({r["width"] for r in fam}))
             ax.set_yscale("log")
             ax.set_xlabel("width")
             ax.set_ylabel(label)
@@ -209,7 +209,7 @@ def plot_dw(rows: list[Row], path: Path) -> Path:
                 ]
                 if pts:
                     ax.plot(*zip(*pts, strict=True), marker="o", label=f"{family} depth {d}")
-        log2_axis(ax)
+        log2_axis(ax, sorted({r["width"] for r in rows}))
         ax.set_yscale("log")
         ax.set_xlabel("width")
         ax.set_ylabel(label)
