@@ -60,7 +60,7 @@ def main() -> None:
             error = predict(profile, t.workload) / t.cpu_step_s - 1.0
             verdict = "ok" if abs(error) < 0.25 else "over the 25% target"
             print(
-                f"  {t.case:14s} measured {1e3 * t.cpu_step_s:8.3f} ms  "
+                f"  {str(t.case):14s} measured {1e3 * t.cpu_step_s:8.3f} ms  "
                 f"predicted {1e3 * predict(profile, t.workload):8.3f} ms  {error:+6.1%}  {verdict}"
             )
         tool = re.findall(r"^(\S+)\s+holdout\s+\S+\s+\S+\s+([+-][\d.]+)%", run.stdout, re.M)

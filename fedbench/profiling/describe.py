@@ -5,7 +5,7 @@ cpufreq (per core: max clock and DVFS steps) and psutil (memory). Cores
 with the same part and max clock form a cluster, as on big.LITTLE SoCs.
 An ARM part number names the core (0xd08 = Cortex-A72), which is how the
 emulator's arch table (fedbench/devices/arch_specs.yaml) is matched;
-other cores (x86) have no arch entry and report `arch=None`.
+x86 cores with AVX2+FMA are `x86_avx2`; other cores report `arch=None`.
 
 Used by `python -m fedbench.device --profile auto` (the one-line summary
 a physical device announces to the server) and by
@@ -137,7 +137,9 @@ def describe(root: Path = Path("/")) -> DeviceDescription:
     clusters = []
     for i, ((model, top), members) in enumerate(sorted(groups.items(), key=_fastest_last)):
         core = info.get(members[0][0], {})
-        arch = ARM_PARTS.get((core.get("cpu implementer", ""), core.get("cpu part", "")))
+        arch = ARM_PARTS.get((core.get("cpu implementer", ""), core.get("cpu part", ""))) or (
+            _x86_arch(core)
+        )
         steps = tuple(sorted({s for _, ss in members for s in ss}))
         clusters.append(
             CoreGroup(f"cluster{i}", tuple(c for c, _ in members), model, arch, top, steps)
@@ -163,3 +165,9 @@ def _meminfo(root: Path) -> tuple[int, int]:
         if rest.split():
             values[key] = int(rest.split()[0]) // 1024
     return values.get("MemTotal", 0), values.get("MemAvailable", values.get("MemFree", 0))
+
+
+def _x86_arch(core: dict[str, str]) -> str | None:
+    """x86 cores with AVX2 and FMA match the arch table's x86_avx2 entry."""
+    flags = set(core.get("flags", "").split())
+    return "x86_avx2" if {"avx2", "fma"} <= flags else None
