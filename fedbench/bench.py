@@ -107,7 +107,7 @@ def _devices(raw: str) -> list[str]:
 
 def workload_of(args: dict[str, str], profile: DeviceProfile | None = None) -> Workload:
     """The workload under `plan=` (default full); `plan=auto` plans for `profile`'s budget."""
-    from fedbench.models import build_model, model_names  # torch-heavy: only when benching
+    from fedbench.models import build_model, input_spec, model_names  # torch-heavy
 
     name = args["model"]
     names = model_names()
@@ -115,10 +115,11 @@ def workload_of(args: dict[str, str], profile: DeviceProfile | None = None) -> W
         hint = closest(name, names)
         raise FedbenchError(f"model={name!r}: no such model{hint}; valid: {choices(names)}")
     model, shape = build_model(name)
+    spec = input_spec(name)
     input_shape = _input_shape(args.get("input"), tuple(shape))
     batch = _positive_int(args, "batch_size", 1)
     try:
-        plan = _plan(args, model, input_shape, batch, profile)
+        plan = _plan(args, model, input_shape, batch, profile, spec)
         return measure_workload(
             model,
             input_shape,
@@ -129,6 +130,9 @@ def workload_of(args: dict[str, str], profile: DeviceProfile | None = None) -> W
             plan=plan.name(batch),
             checkpoint_segments=plan.checkpoint_segments,
             microbatches=plan.microbatches,
+            # Token-id models (char_cnn_lstm) take integer inputs, not images.
+            input_dtype=spec.dtype,
+            input_high=spec.high,
         )
     except RuntimeError as exc:  # torch refusing the shapes: the user's input= does not fit
         first = str(exc).splitlines()[0]
@@ -144,6 +148,7 @@ def _plan(
     input_shape: tuple[int, ...],
     batch: int,
     profile: DeviceProfile | None,
+    spec: Any,
 ) -> Plan:
     raw = args.get("plan", "full")
     if raw != "auto":
@@ -161,6 +166,8 @@ def _plan(
         budget_at(profile, 0.0),
         model_name=args["model"],
         optimizer=args.get("optimizer", "sgd_momentum"),
+        input_dtype=spec.dtype,
+        input_high=spec.high,
         time_fn=EmulatedMeter(profile, knobs).step_seconds,
     ).plan
 

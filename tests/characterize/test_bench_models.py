@@ -26,22 +26,8 @@ def test_the_issue_models_are_in_the_zoo() -> None:
     assert set(ISSUE_MODELS) <= set(model_names())
 
 
-# fedbench/bench.py measures with a float input, so the token-id model fails
-# there (embedding needs int64 ids; bench should pass the zoo's input_spec).
-# strict: once the bench is fixed this xfail fails and should be removed.
-BENCH_INT_INPUT_BUG = pytest.mark.xfail(
-    strict=True, reason="bench.workload_of ignores input_spec (int64 token ids)"
-)
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "model",
-    [
-        pytest.param(m, marks=BENCH_INT_INPUT_BUG) if m == "char_cnn_lstm" else m
-        for m in ISSUE_MODELS
-    ],
-)
+@pytest.mark.parametrize("model", ISSUE_MODELS)
 def test_bench_costs_every_issue_model(model: str) -> None:
     out = json.loads(run(["device=jetson_tx2", f"model={model}", "batch_size=1"]))
     assert out["status"] == "ok", out["reason"]
