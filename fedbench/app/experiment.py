@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from flwr.app import ArrayRecord
 from flwr.serverapp import Grid
 from hydra.utils import instantiate
@@ -52,6 +53,13 @@ def run_experiment(grid: Grid, experiment: dict[str, Any], run_dir: Path) -> dic
         ledger = Ledger(devices)
         view = FleetView(devices, experiment["fleet"].get("knobs"))
         view.predict(ledger, model, experiment, scenario, ctx)
+        cannot = ledger.names(np.flatnonzero(ledger.pred_peak_mem_mb > ledger.mem_budget_mb))
+        writer.meta["predicted_oom"] = cannot  # strategies do not pick them
+        if cannot:
+            _progress(
+                f"{len(cannot)} device(s) cannot fit this training in memory and are "
+                f"not picked: {', '.join(cannot[:8])}{' ...' if len(cannot) > 8 else ''}"
+            )
         resumed = checkpoint.load(run_dir)
         if resumed is None:
             state, cached = pretrained_state(
