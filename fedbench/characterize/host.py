@@ -67,13 +67,15 @@ class HostDevice(Device):
         return HOST
 
     def _job(self, job: StepJob, profile_ops: bool = False) -> HostJob:
-        cpus = job.cpu.cpus if job.cpu else ()
+        # Pinned always: to the configuration's CPUs, else to the first
+        # `threads` CPUs - the ones the competing apps of a priority run load.
+        cpus = job.cpu.cpus if job.cpu else self.cpus
         return HostJob(
             model=job.model,
             batch_size=job.batch_size,
             warmup=self.options.warmup,
             steps=self.options.steps,
-            threads=len(cpus) if cpus else len(self.cpus),
+            threads=len(cpus),
             cpus=cpus,
             nice=NICENESS[job.priority][0],
             forward_only=job.forward_only,

@@ -24,6 +24,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 CPU_ROOT = Path("/sys/devices/system/cpu")
 
@@ -117,21 +118,33 @@ def capped(policies: list[FreqPolicy], level: str) -> Iterator[float]:
                 (p.path / "scaling_max_freq").write_text(text)
 
 
-def _spin(cpu: int, nice: int) -> None:
+def _spin(cpu: int, nice: int, ready: Any) -> None:
     os.sched_setaffinity(0, {cpu})
     os.nice(nice)
+    ready.set()
     while True:
         pass
 
 
 @contextlib.contextmanager
 def busy_load(cpus: tuple[int, ...], nice: int) -> Iterator[None]:
-    """One busy-loop process per CPU at `nice` for the block (the foreground apps)."""
+    """One busy-loop process per CPU at `nice` for the block (the foreground apps).
+
+    The block starts once every process is pinned and spinning, so no
+    measured step runs before the competition does.
+    """
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_spin, args=(cpu, nice), daemon=True) for cpu in cpus]
+    ready = [ctx.Event() for _ in cpus]
+    procs = [
+        ctx.Process(target=_spin, args=(cpu, nice, ev), daemon=True)
+        for cpu, ev in zip(cpus, ready, strict=True)
+    ]
     for p in procs:
         p.start()
     try:
+        for ev in ready:
+            if not ev.wait(timeout=120):
+                raise RuntimeError("a busy-load process did not start within 120 s")
         yield
     finally:
         for p in procs:

@@ -3,7 +3,7 @@
 Each measurement runs in its own spawned process so that what it sets
 stays its own and what it measures is its own: CPU affinity is applied
 before torch starts its thread pool (so every intra-op thread inherits
-it), niceness to every thread once the step is set up, and the process's
+it), niceness to the training threads for the timed steps only, and the process's
 resident memory starts from an empty heap (a previous, larger batch would
 otherwise leave freed memory resident and hide the next batch's growth).
 
@@ -30,6 +30,7 @@ import math
 import multiprocessing as mp
 import os
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -39,6 +40,7 @@ from typing import Any
 
 MB = float(1 << 20)
 MIN_TIMED_S = 1.0
+PROBE_THREAD = "fedbench-probe"  # the sampler thread's name (fedbench.measure.probe.sampler)
 MAX_STEPS = 200
 
 
@@ -119,17 +121,19 @@ def _measure(job: HostJob, base_rss: float) -> HostOutcome:
         step.model.eval()
     run: Callable[[], None] = infer if job.forward_only else train
     idle_w = _idle_power_w()
-    # Lowered only now, so the set-up above is not slowed by the competing
-    # load; on Linux niceness is per thread, so every thread (torch's pool
-    # already exists) is lowered.
-    if job.nice:
-        lower_priority(job.nice)
     for _ in range(job.warmup):
         run()
     if job.profile_ops:
         return _profile(step, job.steps)
     times: list[float] = []
     with Probe(0.01) as trace:
+        # Lowered only for the timed steps: the set-up, warm-up and the
+        # probe's own thread keep their priority (slowing them would only
+        # make the run long, not the steps slower). Niceness is per thread
+        # on Linux, so torch's existing pool threads are lowered one by one.
+        if job.nice:
+            probe = {t.native_id for t in threading.enumerate() if t.name == PROBE_THREAD}
+            lower_priority(job.nice, keep=probe)
         while len(times) < job.steps or (sum(times) < MIN_TIMED_S and len(times) < MAX_STEPS):
             trace.mark("step")
             t0 = time.perf_counter()
@@ -154,11 +158,13 @@ def _measure(job: HostJob, base_rss: float) -> HostOutcome:
     )
 
 
-def lower_priority(nice: int) -> None:
-    """Add `nice` to the niceness of every thread of this process."""
+def lower_priority(nice: int, keep: set[int | None] | frozenset[int] = frozenset()) -> None:
+    """Add `nice` to the niceness of every thread of this process but those in `keep`."""
     for task in os.listdir("/proc/self/task"):
         tid = int(task)
-        # A thread that ended since the listing (the idle probe's) has nothing to lower.
+        if tid in keep:
+            continue
+        # A thread that ended since the listing has nothing to lower.
         with contextlib.suppress(ProcessLookupError):
             os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + nice)
 
@@ -219,5 +225,11 @@ def _profile(step: Any, steps: int) -> HostOutcome:
 
 def run_isolated(job: HostJob) -> HostOutcome:
     """Measure `job` in a fresh spawned worker process and return what it measured."""
-    with ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn")) as pool:
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("spawn"))
+    try:
         return pool.submit(run_job, job).result()
+    finally:
+        # Not waiting for the worker to exit: a low-priority worker tears
+        # torch down at a few percent of a contended CPU, which takes a
+        # minute while the competing load still runs (it exits once that stops).
+        pool.shutdown(wait=False)

@@ -122,3 +122,19 @@ def test_big_little_groups_and_clock_caps_from_sysfs(tmp_path: Path) -> None:
     # Homogeneous CPUs are one group.
     (tmp_path / f"cpu{little}" / "cpu_capacity").write_text("1024\n")
     assert cpu_groups(tmp_path) == [("all", (big, little))]
+
+
+def test_background_priority_on_this_host(tmp_path: Path) -> None:
+    # Pinned to one CPU with a busy process there: at niceness 19 against it
+    # Linux leaves training a few percent of the CPU, far below paper 002's 1/3.
+    result = run_study(
+        "background",
+        "this",
+        {"models": "small_cnn", "batch_size": "4"},
+        tmp_path,
+        HostOptions(warmup=1, steps=1, threads=1),
+    )
+    fg, bg = read_csv(result.csv)
+    assert (fg["priority"], bg["priority"]) == ("foreground", "background")
+    assert fg["status"] == bg["status"] == "ok"
+    assert number(bg["slowdown"]) > 3
