@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import mmap
 import time
 from pathlib import Path
 from typing import ClassVar
@@ -28,9 +29,14 @@ def busy(seconds: float) -> None:
 def test_sampler_on_this_host() -> None:
     with Probe(interval_s=0.01) as trace:
         busy(0.15)
-        block = torch.ones(64 * 2**20 // 4)  # 64 MB, freed before the end
+        # 64 MB of fresh pages, written so they become resident: an anonymous
+        # mmap, because a torch tensor may reuse memory the allocator already
+        # holds from earlier tests and then RSS need not grow.
+        block = mmap.mmap(-1, 64 * 2**20)
+        for offset in range(0, len(block), mmap.PAGESIZE):
+            block[offset] = 1
         busy(0.15)
-        del block
+        block.close()
     sources = trace.sources()
     print(f"\nprobe sources on this host: {sources}")
     print(f"absent: {sorted(set(_all_names()) - set(sources))}")
