@@ -15,6 +15,9 @@ for device in "${PROFILES[@]}"; do
   /usr/bin/time -f "study=all device=$device: %e s wall, %U+%S s CPU" \
     python -m fedbench.characterize study=all device="$device" out="$OUT/$device"
 done
+# All ten of paper 000's models on its device (adds VGG16, Xception, Inception v1).
+python -m fedbench.characterize study=batch_sweep device=jetson_tx2 models=paper \
+  out="$OUT/jetson_tx2/batch_sweep_paper"
 # daily_accuracy trains for real (fedbench runs); the quick preset on one profile.
 python -m fedbench.characterize study=daily_accuracy device=jetson_tx2 out="$OUT/jetson_tx2/daily_accuracy"
 fi

@@ -63,5 +63,5 @@ def test_daily_accuracy_quick_run(tmp_path: Path) -> None:
     assert all(0.0 < number(r["accuracy"]) <= 1.0 for r in rows)
     assert rows[1]["status"] == "ok" and number(rows[1]["train_latency_s"]) > 0
     assert number(rows[1]["energy_j"]) > 0  # an emulated device always has energy
-    assert (Path(rows[0]["run_dir"]) / "summary.json").is_file()
+    assert rows[0]["run_dir"] == "runs/bs8" and (tmp_path / "runs/bs8/summary.json").is_file()
     assert result.summary[0].startswith("batch 8: day 0")

@@ -17,6 +17,7 @@ import csv
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -59,7 +60,8 @@ class DailyAccuracy(Study):
         "energy_j": "the device's training energy that day, J (empty: not measured)",
         "peak_mem_mb": "the device's peak training memory that day, MB",
         "status": "the device's round status that day (`ok`, `oom`, ...), or the run's failure",
-        "run_dir": "the fedbench run folder (config.yaml, rounds.csv, summary.json)",
+        "run_dir": "the fedbench run folder (config.yaml, rounds.csv, summary.json), "
+        "relative to the study's folder",
     }
 
     def __post_init__(self) -> None:
@@ -87,6 +89,9 @@ class DailyAccuracy(Study):
         rows: list[Row] = []
         for batch in self.batches:
             run_dir = (out / "runs" / f"bs{batch}").resolve()
+            # A previous run's folder (checkpoint, rounds.csv) would be
+            # continued, not replaced: start each run from an empty folder.
+            shutil.rmtree(run_dir, ignore_errors=True)
             proc = subprocess.run(
                 self.command(device, batch, run_dir),
                 capture_output=True,
@@ -95,6 +100,7 @@ class DailyAccuracy(Study):
                 env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
             )
             base = {"device": device.name, "kind": device.kind, "batch_size": batch}
+            where = str(run_dir.relative_to(out.resolve()))
             if proc.returncode != 0:
                 tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
                 rows.append(
@@ -106,11 +112,11 @@ class DailyAccuracy(Study):
                         "energy_j": math.nan,
                         "peak_mem_mb": math.nan,
                         "status": f"failed: {tail}",
-                        "run_dir": str(run_dir),
+                        "run_dir": where,
                     }
                 )
                 continue
-            rows += [{**base, **r, "run_dir": str(run_dir)} for r in read_run(run_dir)]
+            rows += [{**base, **r, "run_dir": where} for r in read_run(run_dir)]
         csv_path = write_csv(out / f"{self.name}.csv", self.columns, rows)
         fig = plot(rows, out / "daily_accuracy.png")
         return StudyResult(self.name, device.name, csv_path, (fig,), tuple(summarise(rows)))
