@@ -27,6 +27,8 @@ from pathlib import Path
 import torch
 import yaml
 
+from fedbench.experiment.schema import Experiment
+
 OVERRIDES = [
     "model=densenet40",
     "scenario=daily",
@@ -36,7 +38,7 @@ OVERRIDES = [
 ]
 
 
-def fedbench_rounds(devices: int, rounds: int, out: Path) -> tuple[list[float], dict]:
+def fedbench_rounds(devices: int, rounds: int, out: Path) -> tuple[list[float], Experiment]:
     run_dir = out / "fedbench"
     cmd = [
         sys.executable,
@@ -50,31 +52,28 @@ def fedbench_rounds(devices: int, rounds: int, out: Path) -> tuple[list[float], 
     ]
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     summary = json.loads((run_dir / "summary.json").read_text())
-    experiment = yaml.safe_load((run_dir / "config.yaml").read_text())
+    experiment = Experiment.from_config(yaml.safe_load((run_dir / "config.yaml").read_text()))
     return [d["round_wall_s"] for d in summary["days"][1:]], experiment
 
 
-def plain_rounds(experiment: dict, devices: int, rounds: int) -> list[float]:
-    from fedbench.app.client_app import build_model
+def plain_rounds(experiment: Experiment, devices: int, rounds: int) -> list[float]:
+    from fedbench.client.handler import train_params
+    from fedbench.experiment.build import build_model, build_scenario
     from fedbench.scenarios.context import data_context
-    from fedbench.scenarios.daily import DailyScenario
-    from fedbench.train.loop import TrainParams, train_local
+    from fedbench.train.loop import train_local
 
     torch.set_num_threads(os.cpu_count() or 1)
     ctx = data_context(experiment, devices)
-    scenario = DailyScenario(**{k: v for k, v in experiment["scenario"].items() if k != "_target_"})
-    t = experiment["train"]
-    params = TrainParams(
-        t["batch_size"], t["local_epochs"], t["lr"], t["momentum"], t["weight_decay"]
-    )
+    scenario = build_scenario(experiment)
+    params = train_params(experiment, None)
     torch.manual_seed(0)
-    global_state = build_model(experiment).state_dict()
+    global_state = build_model(experiment.model).state_dict()
     times = []
     for day in range(1, rounds + 1):
         start = time.perf_counter()
         updates, sizes = [], []
         for i in range(devices):
-            model = build_model(experiment)
+            model = build_model(experiment.model)
             model.load_state_dict(global_state)
             data = scenario.device_data(ctx, i, day)
             train_local(model, data, params, seed=day * 100 + i)
@@ -102,7 +101,7 @@ def main() -> None:
     fb_med, plain_med = statistics.median(fb[1:]), statistics.median(plain[1:])
     print(
         f"devices={args.devices} model=densenet40 samples/device/round="
-        f"{experiment['scenario']['new_samples_per_day']} batch={experiment['train']['batch_size']}"
+        f"{experiment.scenario.params['new_samples_per_day']} batch={experiment.train.batch_size}"
     )
     print(f"fedbench rounds (s): {', '.join(f'{t:.2f}' for t in fb)}")
     print(f"plain    rounds (s): {', '.join(f'{t:.2f}' for t in plain)}")

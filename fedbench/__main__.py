@@ -1,8 +1,10 @@
 """`python -m fedbench [overrides]`: compose the config, check it, run it.
 
-Hydra composes conf/ (installed as the package fedbench.conf). A user mistake
-raises FedbenchError, printed as one line with exit code 2; Hydra itself
-reports unknown groups and options with the valid choices.
+Hydra composes conf/ (installed as the package fedbench.conf); the result
+becomes the typed, validated Experiment (fedbench.experiment) before
+anything starts. A user mistake raises FedbenchError, printed as one line
+with exit code 2; Hydra itself reports unknown groups and options with the
+valid choices.
 """
 
 from __future__ import annotations
@@ -13,34 +15,42 @@ from pathlib import Path
 import hydra
 import yaml
 from hydra.core.hydra_config import HydraConfig
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from fedbench.config import resolve
 from fedbench.errors import FedbenchError
+from fedbench.experiment.build import build_runtime
+from fedbench.experiment.compose import experiment_from, resolve
 from fedbench.preflight import preflight, targets
 from fedbench.resume import resumed_experiment
 
 
 def run(cfg: DictConfig) -> None:
-    experiment = resolve(cfg)
-    resume = experiment.pop("resume", None)
-    run_dir = Path(HydraConfig.get().runtime.output_dir)
-    experiment["output_dir"] = str(run_dir)
-    if "name" not in experiment:
-        choices = HydraConfig.get().runtime.choices
-        experiment["name"] = choices.get("experiment") or "default"
+    values = resolve(cfg)
+    resume = values.pop("resume", None)
+    hydra_cfg = HydraConfig.get()
+    run_dir = Path(hydra_cfg.runtime.output_dir)
+    values["output_dir"] = str(run_dir)
+    if not values.get("name"):
+        values["name"] = hydra_cfg.runtime.choices.get("experiment") or "default"
+    overrides = list(hydra_cfg.overrides.task)
+    experiment = experiment_from(values, overrides)
     if resume:
-        overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith("resume=")]
-        experiment = resumed_experiment(Path(resume), experiment if overrides else None)
-        run_dir = Path(experiment["output_dir"])
-    for path, target in targets(experiment):
-        print(f"[fedbench] {path}: {target}", file=sys.stderr)
+        others = [o for o in overrides if not o.startswith("resume=")]
+        experiment = resumed_experiment(Path(resume), experiment if others else None)
+        run_dir = Path(experiment.output_dir)
+    # A user's app brings its own model, data and training: those groups do not apply.
+    unused = ("data", "model", "train") if experiment.app is not None else ()
+    for path, target in targets(experiment.to_config()):
+        if path.split(".")[0] not in unused:
+            print(f"[fedbench] {path}: {target}", file=sys.stderr)
+    if experiment.app is not None:
+        app = experiment.app
+        print(f"[fedbench] app: {app.clientapp} ({app.root})", file=sys.stderr)
     preflight(experiment)
     if not resume:
-        (run_dir / "config.yaml").write_text(yaml.safe_dump(experiment, sort_keys=False))
-    runtime = instantiate(cfg.runtime)
-    runtime.run(experiment, run_dir, bool(experiment.get("verbose", False)))
+        config = yaml.safe_dump(experiment.to_config(), sort_keys=False)
+        (run_dir / "config.yaml").write_text(config)
+    build_runtime(experiment).run(experiment, run_dir)
 
 
 @hydra.main(version_base=None, config_path="pkg://fedbench.conf", config_name="config")

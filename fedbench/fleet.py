@@ -1,63 +1,48 @@
 """The fleet: which devices take part, and which profile each one has.
 
 `fleet.devices` is a list of groups `{profile: NAME, count: N}`; the fleet
-is their expansion, in order, to one `DeviceSpec` per device. A device's
-index is its Flower partition id in simulation.
+is their expansion, in order, to one `DeviceSpec` per device (the typed
+config is fedbench.experiment.FleetConfig). A device's index is its
+position: the partition of the data it holds, and its row in the ledger.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
-from fedbench.errors import FedbenchError
-
-# Keys a fleet config may have (conf/fleet/*.yaml).
-FLEET_KEYS = frozenset({"name", "devices", "scale", "knobs", "faults"})
+from fedbench.experiment.schema import FleetConfig
+from fedbench.experiment.typed import parse
 
 
 @dataclass(frozen=True)
 class DeviceSpec:
     index: int
     name: str  # unique in the fleet, e.g. "rpi4-002"
-    profile: str  # a name in device_profiles/, or "host" (measured by wall clock)
+    profile: str  # a name in device_profiles/, a profile YAML, "host" or "physical"
 
 
-def expand_fleet(fleet: Mapping[str, Any]) -> tuple[DeviceSpec, ...]:
-    """Expand `fleet.devices` groups into devices; `fleet.scale` resizes the fleet.
+def expand_fleet(fleet: FleetConfig | Mapping[str, Any]) -> tuple[DeviceSpec, ...]:
+    """Expand the groups into devices; `fleet.scale` resizes the fleet.
 
     Scaling keeps each profile's share of the fleet (largest remainders get
-    the leftover devices), so `fleet=phones_100 fleet.scale=10000` is the same
-    mix at 100x.
+    the leftover devices), so `fleet=phones_100 +fleet.scale=10000` is the
+    same mix at 100x. A mapping (scripts, tests) is validated as a fleet
+    config first.
     """
-    unknown = set(fleet) - FLEET_KEYS
-    if unknown:
-        raise FedbenchError(
-            f"fleet has unknown key(s) {sorted(unknown)}; valid: {', '.join(sorted(FLEET_KEYS))}"
-        )
-    groups = fleet.get("devices")
-    if not isinstance(groups, Sequence) or not groups:
-        raise FedbenchError("fleet.devices must be a non-empty list of {profile, count}")
-    counts: list[tuple[str, int]] = []
-    for i, group in enumerate(groups):
-        if not isinstance(group, Mapping) or "profile" not in group:
-            raise FedbenchError(f"fleet.devices[{i}] needs a 'profile' key, got {group!r}")
-        unknown = set(group) - {"profile", "count"}
-        if unknown:
-            raise FedbenchError(
-                f"fleet.devices[{i}] has unknown key(s) {sorted(unknown)}; valid: count, profile"
-            )
-        count = group.get("count", 1)
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise FedbenchError(
-                f"fleet.devices[{i}].count must be a positive integer, got {count!r}"
-            )
-        counts.append((str(group["profile"]), count))
-    scale = fleet.get("scale")
-    if scale is not None:
-        counts = _scaled(counts, scale)
+    if not isinstance(fleet, FleetConfig):
+        fleet = parse(FleetConfig, {"name": "fleet", **fleet}, "fleet")
+    return _expand(fleet)
+
+
+@functools.lru_cache(maxsize=8)
+def _expand(fleet: FleetConfig) -> tuple[DeviceSpec, ...]:
+    counts = [(g.profile, g.count) for g in fleet.devices]
+    if fleet.scale is not None:
+        counts = _scaled(counts, fleet.scale)
     devices: list[DeviceSpec] = []
     seen: dict[str, int] = {}
     for profile, count in counts:
@@ -70,11 +55,7 @@ def expand_fleet(fleet: Mapping[str, Any]) -> tuple[DeviceSpec, ...]:
     return tuple(devices)
 
 
-def _scaled(counts: list[tuple[str, int]], scale: object) -> list[tuple[str, int]]:
-    if isinstance(scale, bool) or not isinstance(scale, int) or scale < len(counts):
-        raise FedbenchError(
-            f"fleet.scale must be an integer >= the number of groups ({len(counts)}), got {scale!r}"
-        )
+def _scaled(counts: list[tuple[str, int]], scale: int) -> list[tuple[str, int]]:
     total = sum(c for _, c in counts)
     exact = [c * scale / total for _, c in counts]
     floors = [max(1, int(x)) for x in exact]

@@ -13,14 +13,15 @@ from typing import Any
 
 import yaml
 
-from fedbench.app.checkpoint import CHECKPOINT
 from fedbench.errors import FedbenchError
+from fedbench.experiment.schema import Experiment
+from fedbench.server.checkpoint import CHECKPOINT
 
 # Keys that say where and under which name results go, not what is run.
 _PLACE_KEYS = ("output_dir", "name")
 
 
-def resumed_experiment(folder: Path, composed: dict[str, Any] | None) -> dict[str, Any]:
+def resumed_experiment(folder: Path, composed: Experiment | None) -> Experiment:
     config = folder / "config.yaml"
     if not folder.is_dir():
         raise FedbenchError(f"resume={folder}: no such run folder")
@@ -35,7 +36,7 @@ def resumed_experiment(folder: Path, composed: dict[str, Any] | None) -> dict[st
     if not isinstance(stored, dict):
         raise FedbenchError(f"resume={folder}: config.yaml is not a mapping")
     if composed is not None:
-        diffs = sorted(_diff(_what(stored), _what(composed)))
+        diffs = sorted(_diff(_what(stored), _what(composed.to_config())))
         if diffs:
             shown = "; ".join(diffs[:5]) + (f" (+{len(diffs) - 5} more)" if len(diffs) > 5 else "")
             raise FedbenchError(
@@ -43,7 +44,7 @@ def resumed_experiment(folder: Path, composed: dict[str, Any] | None) -> dict[st
                 "Resume with `resume=<folder>` alone, or start a new run"
             )
     stored["output_dir"] = str(folder)
-    return stored
+    return Experiment.from_config(stored, "")
 
 
 def _what(experiment: dict[str, Any]) -> dict[str, Any]:

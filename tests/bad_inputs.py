@@ -73,12 +73,24 @@ def _reply(edit: Callable[[dict], None]) -> Callable[[Path], object]:
     return run
 
 
+def _typed(overrides: list[str]) -> object:
+    from fedbench.experiment.compose import experiment_from, resolve
+    from tests.test_compose import composed
+
+    return experiment_from(resolve(composed(overrides)), overrides)
+
+
+def _experiment(*overrides: str) -> Callable[[Path], object]:
+    """A command line's overrides, composed by Hydra and validated as the entry point does."""
+    return lambda tmp: _typed(list(overrides))
+
+
 def _resume(tmp: Path, setup: Callable[[Path], None]) -> object:
     from fedbench.resume import resumed_experiment
 
     folder = tmp / "run"
     setup(folder)
-    return resumed_experiment(folder, {"seed": 1, "data": {}})
+    return resumed_experiment(folder, _typed(["experiment=smoke", "seed=1"]))  # type: ignore[arg-type]
 
 
 def _partition(n: int, parts: int, scheme: str = "iid", min_size: int = 1) -> Callable:
@@ -90,22 +102,19 @@ def _partition(n: int, parts: int, scheme: str = "iid", min_size: int = 1) -> Ca
     )
 
 
-def _strategy(target: str, **kwargs: object) -> Callable[[Path], object]:
-    from fedbench.preflight import build
+def _target(group: str, target: str, **kwargs: object) -> Callable[[Path], object]:
+    from fedbench.experiment.target import Target
 
-    return lambda tmp: build("strategy", {"_target_": target, **kwargs})
+    return lambda tmp: Target.from_config({"_target_": target, **kwargs}, group).build()
+
+
+def _strategy(target: str, **kwargs: object) -> Callable[[Path], object]:
+    return _target("strategy", target, **kwargs)
 
 
 def _scenario(**kwargs: object) -> Callable[[Path], object]:
-    from fedbench.preflight import build
-
-    cfg = {
-        "_target_": "fedbench.scenarios.daily.DailyScenario",
-        "days": 2,
-        "new_samples_per_day": 8,
-        **kwargs,
-    }
-    return lambda tmp: build("scenario", cfg)
+    cfg: dict[str, object] = {"days": 2, "new_samples_per_day": 8, **kwargs}
+    return _target("scenario", "fedbench.scenarios.daily.DailyScenario", **cfg)
 
 
 def _model(name: str) -> Callable[[Path], object]:
@@ -114,11 +123,12 @@ def _model(name: str) -> Callable[[Path], object]:
     return lambda tmp: build_model(name)
 
 
-def _write_folder(with_config: bool, with_ckpt: bool, config: dict | None = None) -> Callable:
+def _write_folder(with_config: bool, with_ckpt: bool) -> Callable:
     def setup(folder: Path) -> None:
         folder.mkdir()
         if with_config:
-            (folder / "config.yaml").write_text(yaml.safe_dump(config or {"seed": 0, "data": {}}))
+            config = _typed(["experiment=smoke", "seed=0"]).to_config()  # type: ignore[attr-defined]
+            (folder / "config.yaml").write_text(yaml.safe_dump(config))
         if with_ckpt:
             (folder / "checkpoint.pt").write_bytes(b"not a checkpoint")
 
@@ -204,19 +214,19 @@ CASES: tuple[Case, ...] = (
         "fleet-count",
         "`fleet.devices[0].count: 0`",
         _fleet({"devices": [{"profile": "rpi4", "count": 0}]}),
-        ("fleet.devices[0].count", "positive integer"),
+        ("fleet.devices[0].count=0", "must be >= 1"),
     ),
     Case(
         "fleet-group-key",
         "fleet group with `cuont:`",
         _fleet({"devices": [{"profile": "rpi4", "cuont": 2}]}),
-        ("cuont", "count, profile"),
+        ("fleet.devices[0].cuont", "did you mean 'count'", "count, profile"),
     ),
     Case(
         "fleet-key",
         "fleet with an unknown top-level key `devcies:`",
         _fleet({"devices": [{"profile": "rpi4"}], "devcies": []}),
-        ("devcies", "devices"),
+        ("fleet.devcies", "did you mean 'devices'"),
     ),
     Case(
         "fleet-scale",
@@ -315,7 +325,7 @@ CASES: tuple[Case, ...] = (
     Case(
         "resume-other-config",
         "`resume=` a folder run with another seed",
-        lambda t: _resume(t, _write_folder(True, True, {"seed": 0, "data": {}})),
+        lambda t: _resume(t, _write_folder(True, True)),
         ("different config", "seed: 0 in the folder, 1 now"),
     ),
     Case(
@@ -323,7 +333,7 @@ CASES: tuple[Case, ...] = (
         "`resume=` a folder whose checkpoint.pt is garbage",
         lambda t: (
             _write_folder(True, True)(t / "run"),
-            __import__("fedbench.app.checkpoint", fromlist=["x"]).load(t / "run"),
+            __import__("fedbench.server.checkpoint", fromlist=["x"]).load(t / "run"),
         ),
         ("checkpoint.pt", "not a readable fedbench checkpoint"),
     ),
@@ -358,6 +368,90 @@ CASES: tuple[Case, ...] = (
         ("scenario.new_samples_per_day", "-5"),
     ),
     Case("scenario-key", "`+scenario.colour=red`", _scenario(colour="red"), ("scenario", "colour")),
+    Case("train-lr-nan", "`train.lr=nan`", _experiment("train.lr=nan"), ("train.lr", "finite")),
+    Case("train-lr-negative", "`train.lr=-0.1`", _experiment("train.lr=-0.1"), ("train.lr", "> 0")),
+    Case(
+        "train-batch",
+        "`train.batch_size=0`",
+        _experiment("train.batch_size=0"),
+        ("train.batch_size=0", ">= 1"),
+    ),
+    Case(
+        "train-epochs",
+        "`train.local_epochs=0`",
+        _experiment("train.local_epochs=0"),
+        ("train.local_epochs=0", ">= 1"),
+    ),
+    Case(
+        "train-momentum",
+        "`train.momentum=5`",
+        _experiment("train.momentum=5"),
+        ("train.momentum=5", "< 1"),
+    ),
+    Case(
+        "train-key",
+        "`+train.learning_rate=0.1`",
+        _experiment("+train.learning_rate=0.1"),
+        ("train.learning_rate", "unknown key", "valid:"),
+    ),
+    Case(
+        "train-optimizer",
+        "`train.optimizer=sgdm`",
+        _experiment("train.optimizer=sgdm"),
+        ("train.optimizer='sgdm'", "adam, adamw, sgd"),
+    ),
+    Case(
+        "algorithm-param",
+        "`algorithm=fedprox +algorithm.proximal_m=0.1`",
+        _experiment("algorithm=fedprox", "+algorithm.proximal_m=0.1"),
+        ("algorithm.proximal_m", "did you mean 'proximal_mu'"),
+    ),
+    Case(
+        "algorithm-type",
+        "`algorithm=fedprox algorithm.proximal_mu=lots`",
+        _experiment("algorithm=fedprox", "algorithm.proximal_mu=lots"),
+        ("algorithm.proximal_mu", "must be a number"),
+    ),
+    Case(
+        "algorithm-target",
+        "`algorithm._target_=flwr.serverapp.strategy.FedNope`",
+        _experiment("algorithm._target_=flwr.serverapp.strategy.FedNope"),
+        ("algorithm._target_", "FedNope", "can be imported"),
+    ),
+    Case(
+        "round-close-deadline",
+        "`round_close=deadline round_close.deadline_s=-1`",
+        lambda t: __import__("fedbench.experiment.build", fromlist=["x"]).build_close(
+            _typed(["round_close=deadline", "round_close.deadline_s=-1"])
+        ),
+        ("round_close.deadline_s=-1", "> 0"),
+    ),
+    Case(
+        "runtime-timeout",
+        "`runtime.round_timeout_s=0`",
+        lambda t: __import__("fedbench.experiment.build", fromlist=["x"]).build_runtime(
+            _typed(["runtime.round_timeout_s=0"])
+        ),
+        ("runtime.round_timeout_s=0", "> 0"),
+    ),
+    Case(
+        "fleet-huge",
+        "`+fleet.scale=50000000`",
+        _experiment("+fleet.scale=50000000"),
+        ("fleet.scale=50000000", "<= 1,000,000"),
+    ),
+    Case(
+        "scenario-huge",
+        "`scenario.days=1000000000`",
+        _scenario(days=1_000_000_000),
+        ("scenario.days=1000000000", "at most 1,000,000"),
+    ),
+    Case(
+        "app-missing",
+        "`app=no/such/app`",
+        _experiment("app=no/such/app"),
+        ("app=no/such/app", "neither a folder nor an importable module"),
+    ),
     Case(
         "model-unknown",
         "`model=densenet41` (asked of the model registry)",

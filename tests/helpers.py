@@ -6,6 +6,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flwr.app import ArrayRecord, Message
+
+    from fedbench.experiment.schema import Experiment
+    from fedbench.report.records import RoundReport
 
 
 def run_fedbench(
@@ -23,3 +30,62 @@ def run_fedbench(
         env=env,
         cwd=run_dir.parent if run_dir is not None else None,
     )
+
+
+# --- Messages as fedbench's server sends them, for client tests without Flower's engine ---
+
+
+def task_identity(run_id: int = 1, node_id: int = 1, task_id: int = 1) -> None:
+    """Flower stamps messages with the process's task identity; a test process sets one."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    TaskIdentity.run_id = run_id
+    TaskIdentity.node_id = node_id
+    TaskIdentity.task_id = task_id
+
+
+def train_message(
+    experiment: Experiment,
+    device_index: int,
+    arrays: ArrayRecord,
+    *,
+    round_: int = 1,
+    day: int = 1,
+    now_s: float = 7200.0,
+    config: dict[str, Any] | None = None,
+) -> Message:
+    """A train message for one fleet device: what FleetStrategy sends it."""
+    from flwr.app import ConfigRecord, Message, MessageType, RecordDict
+
+    from fedbench.experiment.codec import to_json
+    from fedbench.fleet import expand_fleet
+    from fedbench.protocol import TASK, TrainTask
+
+    task_identity()
+    device = expand_fleet(experiment.fleet)[device_index]
+    task = TrainTask(round_, day, device_index, device.name, now_s, round_ - 1, None)
+    content = RecordDict(
+        {
+            "arrays": arrays,
+            "config": ConfigRecord(config or {}),
+            TASK: task.to_record(to_json(experiment)),
+        }
+    )
+    return Message(content, dst_node_id=1, message_type=MessageType.TRAIN)
+
+
+def run_client(msg: Message, node_id: int = 1) -> Message:
+    """fedbench's ClientApp on one message, in this process."""
+    from flwr.app import Context, RecordDict
+
+    from fedbench.client.app import app
+
+    context = Context(run_id=1, node_id=node_id, node_config={}, state=RecordDict(), run_config={})
+    return app(msg, context)
+
+
+def client_report(reply: Message) -> RoundReport:
+    from fedbench.protocol import REPORT
+    from fedbench.report.records import from_record
+
+    return from_record(reply.content.config_records[REPORT])

@@ -11,11 +11,19 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
-from fedbench.config import from_flower, resolve, to_flower
+from fedbench.experiment.build import (
+    build_algorithm,
+    build_close,
+    build_runtime,
+    build_scenario,
+    build_selector,
+)
+from fedbench.experiment.codec import from_json, to_json
+from fedbench.experiment.compose import REQUIRED_GROUPS, experiment_from, resolve
+from fedbench.experiment.schema import Experiment
 from fedbench.paths import conf_dir
-from fedbench.preflight import build
 
-GROUPS = ("data", "model", "fleet", "strategy", "scenario", "train", "runtime", "report")
+GROUPS = REQUIRED_GROUPS
 EXPERIMENTS = sorted(p.stem for p in (conf_dir() / "experiment").glob("*.yaml"))
 
 
@@ -38,29 +46,33 @@ def test_every_yaml_opens_with_the_command_that_runs_it() -> None:
         assert head, f"{path} does not open with '# python -m fedbench ...'"
 
 
+def typed(overrides: list[str]) -> Experiment:
+    return experiment_from(resolve(composed(overrides)), overrides)
+
+
 @pytest.mark.parametrize("name", EXPERIMENTS)
-def test_experiment_composes_and_builds(name: str) -> None:
-    cfg = composed([f"experiment={name}"])
-    experiment = resolve(cfg)
-    assert from_flower(to_flower(experiment)) == experiment
-    for group in ("strategy", "scenario", "runtime"):
-        build(group, experiment[group])
+def test_experiment_composes_validates_and_builds(name: str) -> None:
+    experiment = typed([f"experiment={name}"])
+    # One serialised form, read back to the same experiment.
+    assert from_json(to_json(experiment)).to_config() == experiment.to_config()
+    for build in (build_selector, build_algorithm, build_close, build_scenario, build_runtime):
+        build(experiment)
 
 
 @pytest.mark.parametrize(
     ("group", "option"),
     [(g, p.stem) for g in GROUPS for p in sorted((conf_dir() / g).glob("*.yaml"))],
 )
-def test_every_group_option_composes(group: str, option: str) -> None:
-    experiment = resolve(composed([f"{group}={option}"]))
-    assert experiment[group]
+def test_every_group_option_composes_and_validates(group: str, option: str) -> None:
+    experiment = typed([f"{group}={option}"])
+    assert getattr(experiment, group) is not None
 
 
 def test_daily_densenet_overrides_the_defaults() -> None:
-    experiment = resolve(composed(["experiment=daily_densenet"]))
-    assert experiment["model"]["name"] == "densenet40"
-    assert experiment["scenario"]["days"] == 17
-    assert experiment["scenario"]["new_samples_per_day"] == 64
+    experiment = typed(["experiment=daily_densenet"])
+    assert experiment.model.name == "densenet40"
+    assert experiment.scenario.params["days"] == 17
+    assert experiment.scenario.params["new_samples_per_day"] == 64
 
 
 def test_conf_dir_is_the_repository_conf() -> None:

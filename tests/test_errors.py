@@ -25,7 +25,11 @@ CASES = [
         ["scenario.new_samples_per_day must be a positive integer, got 0"],
     ),
     (["+scenario.colour=red"], ["scenario", "colour"]),
-    (["fleet.devices.0.count=0"], ["fleet.devices[0].count must be a positive integer"]),
+    (["fleet.devices.0.count=0"], ["fleet.devices[0].count=0: must be >= 1"]),
+    (["train.lr=nan"], ["train.lr must be a finite number, got nan"]),
+    (["algorithm=nope"], ["algorithm/nope", "fedprox"]),
+    (["algorithm=fedprox", "+algorithm.mu=1"], ["algorithm.mu", "did you mean 'proximal_mu'"]),
+    (["app=no/such/app"], ["app=no/such/app: neither a folder nor an importable module"]),
 ]
 
 

@@ -32,10 +32,13 @@ def test_scale_keeps_the_mix() -> None:
     ("fleet", "match"),
     [
         ({"devices": []}, "non-empty list"),
-        ({"devices": [{"count": 2}]}, r"fleet.devices\[0\] needs a 'profile'"),
-        ({"devices": [{"profile": "a", "count": 0}]}, r"count must be a positive integer, got 0"),
-        ({"devices": [{"profile": "a", "cuont": 2}]}, r"unknown key\(s\) \['cuont'\]"),
-        ({"devices": [{"profile": "a"}, {"profile": "b"}], "scale": 1}, "fleet.scale must be"),
+        ({"devices": [{"count": 2}]}, r"fleet.devices\[0\].profile: missing"),
+        ({"devices": [{"profile": "a", "count": 0}]}, r"fleet.devices\[0\].count=0: must be >= 1"),
+        ({"devices": [{"profile": "a", "cuont": 2}]}, r"fleet.devices\[0\].cuont: unknown key"),
+        (
+            {"devices": [{"profile": "a"}, {"profile": "b"}], "scale": 1},
+            r"fleet.scale=1: must be >=",
+        ),
     ],
 )
 def test_impossible_fleets_are_refused(fleet: dict, match: str) -> None:

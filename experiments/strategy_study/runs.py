@@ -124,7 +124,10 @@ def load_run(path: Path) -> Run:
     with (path / ROUNDS_CSV).open(newline="") as f:
         rows = list(csv.DictReader(f))
     devices = tuple(d.name for d in expand_fleet(config["fleet"]))
-    deadline = config.get("train", {}).get("deadline_s")
+    # Runs since the round-close policies keep the deadline there; older ones in train.
+    deadline = (config.get("round_close") or {}).get("deadline_s")
+    if deadline is None:
+        deadline = config.get("train", {}).get("deadline_s")
     days = summary.get("days", [])
     last = max([int(d["round"]) for d in days] + [int(row["round"]) for row in rows] + [0])
     deadline_s = None if deadline is None else float(deadline)

@@ -25,11 +25,12 @@ from fedbench.devices.constants import load_constants
 from fedbench.devices.cpu import place
 from fedbench.devices.emulator import Emulation, emulate
 from fedbench.devices.knobs import Knobs
-from fedbench.devices.meter import Cost, DeviceState, Meter, TrainJob
+from fedbench.devices.meter import Cost, DeviceState, Meter, TrainJob, Watch, WatchJob
 from fedbench.devices.network import comm_time_s
 from fedbench.devices.profile import DeviceProfile, initial_state
 from fedbench.devices.step import step_cost
 from fedbench.devices.thermal import cool
+from fedbench.measure.live import LiveRecorder
 from fedbench.measure.workload import Workload, measure_workload
 from fedbench.train.plans import Plan
 
@@ -122,6 +123,10 @@ class EmulatedMeter(Meter):
             self.knobs,
         )
 
+    def watch(self, job: WatchJob) -> EmulatedWatch:
+        """Cost whatever the surrounded call trains: its aten ops, emulated on the profile."""
+        return EmulatedWatch(self, job)
+
     def measure(
         self, model: nn.Module, job: TrainJob, train: Callable[[], float]
     ) -> tuple[float | None, Cost]:
@@ -142,3 +147,36 @@ class EmulatedMeter(Meter):
         if log.stopped:
             return None, dataclasses.replace(cost, status="oom", reason=log.stopped)
         return loss, cost
+
+
+class EmulatedWatch(Watch):
+    """A user's train handler on an emulated device.
+
+    The handler runs for real under a LiveRecorder; its measured workload
+    (per step, over the backward passes it ran) is then emulated on the
+    profile from the device's state, against the training budget at the
+    start. Over budget, the device ran out of memory: status `oom` - the
+    training happened on the host, but the device could not have done it.
+    """
+
+    def __init__(self, meter: EmulatedMeter, job: WatchJob) -> None:
+        self.meter = meter
+        self.job = job
+        self.recorder = LiveRecorder()
+
+    def __enter__(self) -> EmulatedWatch:
+        self.recorder.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.recorder.__exit__(None, None, None)
+
+    def cost(self) -> Cost:
+        job, meter = self.job, self.meter
+        workload, steps = self.recorder.workload(job.model_name, job.model_bytes)
+        state = meter.start_state(
+            TrainJob(job.model_name, (), (), job.model_bytes, job.now_s, job.state)
+        )
+        profile = with_budget(meter.profile, budget_at(meter.profile, job.now_s))
+        emulation = emulate(profile, [(workload, steps)], state, meter.knobs)
+        return emulation.to_cost(comm_time_s(meter.profile, job.model_bytes), f"app:{steps}steps")

@@ -13,6 +13,7 @@ import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -83,8 +84,50 @@ class Cost:
     extra: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class WatchJob:
+    """What a meter knows of training it watches but did not plan (a user's train handler)."""
+
+    model_name: str  # a label for the workload (the app's name)
+    model_bytes: int  # bytes of the weights the message carried down (network time)
+    now_s: float  # the server's virtual clock when the device starts
+    state: DeviceState | None  # the device's last known emulated state, if any
+
+
+class Watch(AbstractContextManager["Watch"]):
+    """A meter watching one call; after it, `cost()` says what the call cost."""
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    @abstractmethod
+    def cost(self) -> Cost: ...
+
+
+class WallClockWatch(Watch):
+    """The host's own wall clock around the call: the baseline watch."""
+
+    def __enter__(self) -> WallClockWatch:
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.elapsed = time.perf_counter() - self.start
+
+    def cost(self) -> Cost:
+        return Cost(latency_s=self.elapsed)
+
+
 class Meter(ABC):
-    """Measures (or computes) what a training job costs on one device."""
+    """Measures (or computes) what a training job costs on one device.
+
+    Two ways in: `measure` costs training the caller planned (fedbench's own
+    ClientApp: a TrainJob with its memory plan); `watch` costs whatever a
+    call executes (any Flower ClientApp under fedbench's device mod).
+    """
 
     kind: str = "host"
     # The optimizer key (fedbench.measure.step.OPTIMIZERS) the meter's
@@ -113,6 +156,10 @@ class Meter(ABC):
         plan does not fit the device's memory - and then returns
         `(None, cost)` with a non-ok status.
         """
+
+    def watch(self, job: WatchJob) -> Watch:
+        """A context manager that costs the call it surrounds (default: wall clock)."""
+        return WallClockWatch()
 
 
 class HostMeter(Meter):

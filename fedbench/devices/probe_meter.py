@@ -24,6 +24,7 @@ Every figure the device cannot produce is NaN, never 0.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -32,7 +33,7 @@ from pathlib import Path
 import psutil
 import torch
 
-from fedbench.devices.meter import Cost, Meter, TrainJob
+from fedbench.devices.meter import Cost, Meter, TrainJob, Watch, WatchJob
 from fedbench.measure.probe import Probe
 from fedbench.measure.probe.sampler import check_interval
 
@@ -62,17 +63,37 @@ class ProbeMeter(Meter):
     def measure(
         self, model: torch.nn.Module, job: TrainJob, train: Callable[[], float]
     ) -> tuple[float | None, Cost]:
-        probe = Probe(self.interval_s, self.root)
-        trace = probe.start()
-        start = time.perf_counter()
-        try:
+        with self.watch(None) as watch:
             loss = train()
-        finally:
-            end = time.perf_counter()
-            probe.stop()
+        plan = f"bs{max(job.batch_sizes)}" if job.batch_sizes else ""
+        return loss, dataclasses.replace(watch.cost(), plan=plan)
+
+    def watch(self, job: WatchJob | None) -> ProbeWatch:
+        """The probe around any call (a user's train handler, or fedbench's training)."""
+        return ProbeWatch(Probe(self.interval_s, self.root))
+
+
+class ProbeWatch(Watch):
+    """Sensors sampled over a call; `cost()` turns the trace into a Cost."""
+
+    def __init__(self, probe: Probe) -> None:
+        self.probe = probe
+        self.start = self.end = math.nan
+
+    def __enter__(self) -> ProbeWatch:
+        self.trace = self.probe.start()
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.end = time.perf_counter()
+        self.probe.stop()
+
+    def cost(self) -> Cost:
         # The probe samples once just before `start` and once just after
         # `end`; integrals use the exact training window, sampled figures
         # the whole trace so a step shorter than one interval still has them.
+        trace, start, end = self.trace, self.start, self.end
         peak, rss_start = trace.peak_rss_mb(), trace.rss_mb()
         growth = peak - rss_start
         extra = {
@@ -82,13 +103,12 @@ class ProbeMeter(Meter):
             "battery_pct_start": trace.battery_pct(trace.window()[0]),
             "probe_samples": float(len(trace)),
         }
-        cost = Cost(
+        return Cost(
             latency_s=end - start,
             energy_j=trace.energy_j(start, end),
             avg_power_w=trace.avg_power_w(start, end),
             peak_mem_mb=max(0.0, growth) if not math.isnan(growth) else math.nan,
             mem_budget_mb=trace.mem_available_mb(),
-            plan=f"bs{max(job.batch_sizes)}" if job.batch_sizes else "",
             temp_c_start=trace.temp_start(),
             temp_c_end=trace.temp_end(),
             freq_ghz_avg=trace.freq_ghz_avg(),
@@ -96,4 +116,3 @@ class ProbeMeter(Meter):
             battery_pct=trace.battery_pct(),
             extra=extra,
         )
-        return loss, cost

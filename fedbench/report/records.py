@@ -18,10 +18,12 @@ from fedbench.errors import FedbenchError
 
 Status = Literal["ok", "oom", "dropped", "timeout", "failed"]
 STATUSES: tuple[str, ...] = ("ok", "oom", "dropped", "timeout", "failed")
-Kind = Literal["emulated", "physical", "host"]
+# unprofiled: a ClientApp running without fedbench's device mod (a stock Flower
+# client): its update counts, its round trip is the server's measurement, and
+# its energy, memory and temperature are unknown.
+Kind = Literal["emulated", "physical", "host", "unprofiled"]
+UNPROFILED = "unprofiled"
 
-# Name of the ConfigRecord that carries the report inside a reply.
-RECORD_KEY = "report"
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,8 @@ class RoundReport:
     latency_s: float = math.nan  # compute time of local training (virtual when emulated)
     comm_s: float = math.nan  # model download + upload time
     round_trip_s: float = math.nan  # latency_s + comm_s (+ queueing)
+    start_s: float = math.nan  # virtual time the device got the model (run clock)
+    end_s: float = math.nan  # virtual time its reply arrived: start_s + round_trip_s
     energy_j: float = math.nan
     avg_power_w: float = math.nan
     peak_mem_mb: float = math.nan
@@ -54,6 +58,8 @@ class RoundReport:
     freq_ghz_avg: float = math.nan
     throttled_frac: float = math.nan
     battery_pct: float = math.nan
+    model_version: int = -1  # the global model version it trained on (0: the initial one)
+    staleness: int = 0  # versions applied between that one and the aggregation that used it
     host_wall_s: float = math.nan  # real seconds on the machine that ran the client
     reason: str = ""  # why a status is not ok (exception text, fault name, ...)
 

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from fedbench.report.records import CSV_FIELDS, STATUSES, RoundReport, to_row
+from fedbench.report.records import CSV_FIELDS, STATUSES, UNPROFILED, RoundReport, to_row
 
 ROUNDS_CSV = "rounds.csv"
 SUMMARY_JSON = "summary.json"
@@ -42,6 +42,7 @@ class RunWriter:
         self.statuses: Counter[str] = Counter()
         self.energy_j = 0.0
         self.reports = 0
+        self.unprofiled = 0  # device-rounds whose energy and memory nobody measured
         self.virtual_time_s = 0.0
         path = run_dir / ROUNDS_CSV
         new = not path.exists()
@@ -58,6 +59,7 @@ class RunWriter:
             "statuses": dict(self.statuses),
             "energy_j": self.energy_j,
             "reports": self.reports,
+            "unprofiled": self.unprofiled,
             "virtual_time_s": self.virtual_time_s,
             "csv_bytes": self._csv.tell(),
         }
@@ -73,6 +75,7 @@ class RunWriter:
         self.statuses = Counter(state["statuses"])
         self.energy_j = float(state["energy_j"])
         self.reports = int(state["reports"])
+        self.unprofiled = int(state.get("unprofiled", 0))
         self.virtual_time_s = float(state["virtual_time_s"])
         path = self.run_dir / ROUNDS_CSV
         self._csv.close()
@@ -93,6 +96,7 @@ class RunWriter:
             self.statuses[report.status] += 1
             if not math.isnan(report.energy_j):
                 self.energy_j += report.energy_j
+            self.unprofiled += report.kind == UNPROFILED
         self.reports += len(reports)
         self._flush()
 
@@ -133,6 +137,7 @@ class RunWriter:
             "totals": {
                 "rounds": last.round if last else 0,
                 "reports": self.reports,
+                "unprofiled_reports": self.unprofiled,
                 "status_counts": {s: self.statuses.get(s, 0) for s in STATUSES},
                 "energy_j": self.energy_j,
                 "virtual_time_s": self.virtual_time_s,

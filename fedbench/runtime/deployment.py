@@ -35,10 +35,15 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from flwr.serverapp import Grid
 
 from fedbench.errors import FedbenchError
-from fedbench.fleet import expand_fleet
+from fedbench.experiment.codec import to_json
+from fedbench.experiment.schema import Experiment
+from fedbench.fleet import DeviceSpec, expand_fleet
+from fedbench.runtime.base import Runtime
+from fedbench.runtime.bundle import write_bundle
 from fedbench.runtime.flower import (
     ACTIVATED,
     DEACTIVATED,
@@ -47,7 +52,6 @@ from fedbench.runtime.flower import (
     FlowerCli,
     free_port,
     superlink_argv,
-    write_app,
     write_run_config,
 )
 from fedbench.runtime.limits import (
@@ -60,13 +64,14 @@ from fedbench.runtime.limits import (
 from fedbench.runtime.nodes import LocalNode, physical, plan_nodes, write_observed_limits
 from fedbench.runtime.processes import ProcessSet, terminate_as_interrupt, wait_alive
 from fedbench.security import TlsFiles, issue_tls, read_public_key
+from fedbench.server.seating import FixedSeating, Seating, wait_for_nodes
 
 LOCAL_NAMES = ("127.0.0.1", "localhost")
 TLS_KEYS = ("tls_ca_cert", "tls_server_cert", "tls_server_key")
 
 
 @dataclass(frozen=True)
-class DeploymentRuntime:
+class DeploymentRuntime(Runtime):
     address: str = "127.0.0.1"  # where the SuperLink listens (0.0.0.0: every interface)
     port: int | None = None  # None: a free port
     advertise: Sequence[str] = ()  # host names / IPs devices dial (in the generated cert)
@@ -98,13 +103,27 @@ class DeploymentRuntime:
             )
         if self.port is not None and not 1 <= int(self.port) <= 65535:
             raise FedbenchError(f"runtime.port={self.port!r}: expected 1-65535 or null")
-        if isinstance(self.client_cpus, bool) or int(self.client_cpus) < 1:
-            raise FedbenchError(f"runtime.client_cpus must be >= 1, got {self.client_cpus!r}")
+        self.check_common()
+
+    def preflight(self, experiment: Experiment) -> None:
+        self.check_local_cpus()
+
+    def seating(self, grid: Grid, experiment: Experiment, run_dir: Path) -> Seating:
+        """Each device on the node registered with its key (credentials/registered.csv)."""
+        devices = expand_fleet(experiment.fleet)
+        node_of_name = registered_nodes(run_dir)
+        missing = [d.name for d in devices if d.name not in node_of_name]
+        if missing:
+            raise FedbenchError(f"no registered node for device(s) {', '.join(missing[:5])}")
+        node_of = {d.index: node_of_name[d.name] for d in devices}
+        wait_for_nodes(grid, len(node_of), self.wait_for_nodes_s)
+        return FixedSeating(node_of)
 
     # -- the run ---------------------------------------------------------------
 
-    def run(self, experiment: dict[str, Any], run_dir: Path, verbose: bool) -> None:
-        devices = expand_fleet(experiment["fleet"])
+    def run(self, experiment: Experiment, run_dir: Path) -> None:
+        verbose = experiment.verbose
+        devices = expand_fleet(experiment.fleet)
         slots = physical(devices)
         keys = [Path(k).expanduser().resolve() for k in self.physical_keys]
         if len(keys) < len(slots):
@@ -142,7 +161,7 @@ class DeploymentRuntime:
                 _wait_listening(procs, _local(self.address), port)
                 nodes = plan_nodes(devices, run_dir, self.memory_limit, headroom.result())
                 ids = cli.register([*keys, *(n.key.public_key for n in nodes)])
-                _write_registered(run_dir, nodes, ids, keys)
+                _write_registered(run_dir, nodes, ids, list(zip(slots, keys, strict=False)))
                 if slots:
                     _progress(
                         f"deployment: waiting for {len(slots)} physical device(s); on each run: "
@@ -159,6 +178,9 @@ class DeploymentRuntime:
                 local_ids = {ids[n.key.public_key] for n in nodes}
                 phys = {ids[k] for k in keys}
                 self._wait_nodes(cli, procs, run_dir, local_ids, phys, len(slots))
+                for slot, key in zip(slots, keys, strict=False):
+                    # The seat follows the registered key, whatever the node says it is.
+                    _progress(f"physical device {key.stem} is {slot.name} (key {key.name})")
                 write_observed_limits(run_dir / "logs" / "limits.csv", started)
                 self._submit(cli, procs, experiment, run_dir, verbose)
         except KeyboardInterrupt:
@@ -250,14 +272,19 @@ class DeploymentRuntime:
         self,
         cli: FlowerCli,
         procs: ProcessSet,
-        experiment: dict[str, Any],
+        experiment: Experiment,
         run_dir: Path,
         verbose: bool,
     ) -> None:
-        app = write_app(run_dir / "flower" / "app")
-        config = write_run_config(run_dir / "flower" / "run_config.toml", experiment)
+        app = write_bundle(run_dir / "flower" / "app", experiment.app)
+        config = write_run_config(run_dir / "flower" / "run_config.toml", to_json(experiment))
         stream = procs.start(
-            "flwr run", cli.run_argv(app, config), cli.env, None, stdout=subprocess.PIPE
+            "flwr run",
+            cli.run_argv(app, config),
+            cli.env,
+            None,
+            stdout=subprocess.PIPE,
+            cwd=cli.home,
         )
         run_id: int | None = None
         last_error = ""
@@ -347,14 +374,40 @@ def _copy_refusals(run_dir: Path) -> None:
         )
 
 
+REGISTERED = Path("credentials") / "registered.csv"
+
+
 def _write_registered(
-    run_dir: Path, nodes: Sequence[LocalNode], ids: dict[Path, int], keys: Sequence[Path]
+    run_dir: Path,
+    nodes: Sequence[LocalNode],
+    ids: dict[Path, int],
+    physical_seats: Sequence[tuple[DeviceSpec, Path]],
 ) -> None:
+    """Which node id each device's key was registered as: the seat of every device.
+
+    Physical slots take the listed keys in order (runtime.physical_keys);
+    whatever a node later says about itself does not move it to another seat.
+    """
     rows = ["node_id,kind,device,public_key"]
     for n in nodes:
         rows.append(f"{ids[n.key.public_key]},local,{n.device.name},{n.key.public_key}")
-    rows += [f"{ids[k]},physical,,{k}" for k in keys]
-    (run_dir / "credentials" / "registered.csv").write_text("\n".join(rows) + "\n")
+    rows += [f"{ids[k]},physical,{slot.name},{k}" for slot, k in physical_seats]
+    (run_dir / REGISTERED).write_text("\n".join(rows) + "\n")
+
+
+def registered_nodes(run_dir: Path) -> dict[str, int]:
+    """Device name -> node id, as the deployment registered them."""
+    path = run_dir / REGISTERED
+    try:
+        lines = path.read_text().splitlines()[1:]
+    except FileNotFoundError:
+        raise FedbenchError(f"{path}: missing (the deployment runtime writes it)") from None
+    out: dict[str, int] = {}
+    for line in lines:
+        node, _kind, device, _key = line.split(",", 3)
+        if device:
+            out[device] = int(node)
+    return out
 
 
 def _write_processes(run_dir: Path, procs: ProcessSet) -> None:

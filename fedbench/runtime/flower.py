@@ -20,11 +20,9 @@
   (a FAB built from APP's pyproject.toml) and streams the ServerApp's log
   until the run ends.
 
-The app submitted is a folder holding only a pyproject.toml whose
-components name the installed `fedbench.app` modules, so the ServerApp and
-every ClientApp (local or on a physical device) import fedbench from their
-own installation. The experiment travels as the run config key
-`fedbench-config` (JSON), in a TOML file so no shell quoting is involved.
+The app submitted is a bundle folder (fedbench.runtime.bundle). The
+experiment travels as the run config key `fedbench-config` (JSON), in a TOML
+file so no shell quoting is involved.
 """
 
 from __future__ import annotations
@@ -42,8 +40,8 @@ from typing import Any
 
 import tomli_w
 
-from fedbench.config import EXPERIMENT_KEY
 from fedbench.errors import FedbenchError
+from fedbench.experiment.codec import EXPERIMENT_KEY
 
 CONNECTION = "fedbench"
 IN_MEMORY_DB = ":flwr-in-memory:"
@@ -138,31 +136,9 @@ def supernode_argv(
     return argv
 
 
-def write_app(folder: Path) -> Path:
-    """The Flower app fedbench submits: a pyproject.toml naming the installed apps."""
-    folder.mkdir(parents=True, exist_ok=True)
-    doc: dict[str, Any] = {
-        "build-system": {"requires": ["setuptools>=68"], "build-backend": "setuptools.build_meta"},
-        "project": {"name": "fedbench", "version": "0.1.0", "dependencies": []},
-        "tool": {
-            "flwr": {
-                "app": {
-                    "publisher": "fedbench",
-                    "components": {
-                        "serverapp": "fedbench.app.server_app:app",
-                        "clientapp": "fedbench.app.client_app:app",
-                    },
-                    "config": {EXPERIMENT_KEY: ""},
-                }
-            }
-        },
-    }
-    (folder / "pyproject.toml").write_bytes(tomli_w.dumps(doc).encode())
-    return folder
-
-
-def write_run_config(path: Path, experiment: Mapping[str, Any]) -> Path:
-    path.write_bytes(tomli_w.dumps({EXPERIMENT_KEY: json.dumps(experiment)}).encode())
+def write_run_config(path: Path, experiment_json: str) -> Path:
+    """The run config `flwr run` submits: the experiment, in a TOML file (no shell quoting)."""
+    path.write_bytes(tomli_w.dumps({EXPERIMENT_KEY: experiment_json}).encode())
     return path
 
 
@@ -187,7 +163,7 @@ class FlowerCli:
     """The `flwr` CLI against one SuperLink, with a FLWR_HOME of its own."""
 
     def __init__(self, home: Path, address: str, root_certificates: Path) -> None:
-        self.home = home
+        self.home = home.resolve()
         home.mkdir(parents=True, exist_ok=True)
         config = {
             "superlink": {
@@ -215,6 +191,9 @@ class FlowerCli:
             text=True,
             env=self.env,
             timeout=timeout,
+            # Not the user's cwd: `flwr` rewrites a pyproject.toml it finds there
+            # (moving its federations to Flower's own config).
+            cwd=self.home,
         )
         docs = _json_documents(out.stdout)
         if len(docs) != len(full):
@@ -247,9 +226,9 @@ class FlowerCli:
         return [
             tool("flwr"),
             "run",
-            str(app),
+            str(app.resolve()),  # absolute: flwr runs in its FLWR_HOME, not the caller's cwd
             CONNECTION,
             "--run-config",
-            str(run_config),
+            str(run_config.resolve()),
             "--stream",
         ]

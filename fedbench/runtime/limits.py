@@ -138,7 +138,7 @@ def idle_address_space_mb() -> int:
     """Peak virtual size of a process that loaded the ClientApp and ran one tiny step."""
     code = (
         "import json, resource, torch\n"
-        "import fedbench.app.client_app\n"
+        "import fedbench.client.app\n"
         "m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.Flatten(),"
         " torch.nn.LazyLinear(10))\n"
         "m(torch.randn(2, 3, 32, 32)).sum().backward()\n"

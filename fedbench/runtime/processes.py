@@ -75,6 +75,7 @@ class ProcessSet:
         env: Mapping[str, str],
         log: Path | None,
         stdout: int | IO[bytes] | None = None,
+        cwd: Path | None = None,
     ) -> Started:
         """Start `argv` in a session of its own, output to `log` (or `stdout`)."""
         out: int | IO[bytes] | None = stdout
@@ -93,6 +94,7 @@ class ProcessSet:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                cwd=cwd,
             )
         finally:
             if handle is not None:

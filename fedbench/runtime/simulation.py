@@ -2,8 +2,14 @@
 
 The only module that calls Flower's (deprecated) `run_simulation`. It starts
 a private Ray instance - or joins `ray_address` - with its session files in
-a folder it owns, runs the ServerApp against one virtual SuperNode per
-device, and shuts Ray down again so no process outlives the run.
+a folder it owns, runs the ServerApp, and shuts Ray down again so no process
+outlives the run.
+
+Devices are not nodes: the simulation has one virtual SuperNode per device
+a round trains at once (the selector's clients_per_round x (1 + overcommit)),
+and every train message names the device it is for (fedbench.protocol). Ray
+runs those nodes' messages on as many workers as its CPUs allow
+(`client_cpus` each), so a 100,000-device fleet starts like a 10-device one.
 """
 
 from __future__ import annotations
@@ -16,13 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedbench.errors import FedbenchError
-from fedbench.fleet import expand_fleet
+from flwr.serverapp import Grid
+
+from fedbench.experiment.build import build_selector
+from fedbench.experiment.schema import Experiment
+from fedbench.runtime.base import Runtime
 from fedbench.runtime.logs import route_flower_logs
+from fedbench.server.seating import PooledSeating, Seating, wait_for_nodes
 
 
 @dataclass(frozen=True)
-class SimulationRuntime:
+class SimulationRuntime(Runtime):
     ray_address: str | None = None
     client_cpus: int = 1
     ray_temp_dir: str | None = None
@@ -30,23 +40,30 @@ class SimulationRuntime:
     round_timeout_s: float = 3600.0
 
     def __post_init__(self) -> None:
-        if (
-            isinstance(self.client_cpus, bool)
-            or not isinstance(self.client_cpus, int)
-            or (self.client_cpus < 1)
-        ):
-            raise FedbenchError(
-                f"runtime.client_cpus must be a positive integer, got {self.client_cpus!r}"
-            )
+        self.check_common()
 
-    def run(self, experiment: dict[str, Any], run_dir: Path, verbose: bool) -> None:
+    def preflight(self, experiment: Experiment) -> None:
+        if not self.ray_address:
+            self.check_local_cpus()
+
+    def nodes(self, experiment: Experiment) -> int:
+        """Virtual SuperNodes: the devices one round trains at once."""
+        return build_selector(experiment).wanted()
+
+    def seating(self, grid: Grid, experiment: Experiment, run_dir: Path) -> Seating:
+        # The simulation registers every virtual node before the ServerApp starts: the
+        # pool is whatever is there (`nodes()` of them when fedbench started it; the
+        # federation's size under `flwr run`).
+        return PooledSeating(wait_for_nodes(grid, 1, self.wait_for_nodes_s))
+
+    def run(self, experiment: Experiment, run_dir: Path) -> None:
         import ray
         from flwr.simulation import run_simulation
 
-        from fedbench.app.client_app import app as client_app
-        from fedbench.app.server_app import make_server_app
+        from fedbench.client.app import app as client_app
+        from fedbench.server.app import make_server_app
 
-        num_nodes = len(expand_fleet(experiment["fleet"]))
+        verbose = experiment.verbose
         handler = route_flower_logs(run_dir, verbose)
         # Ray's session folder holds unix sockets whose paths must stay short
         # (~107 chars), so it lives under the system temp dir, not the run folder.
@@ -74,7 +91,7 @@ class SimulationRuntime:
                 run_simulation(
                     server_app=make_server_app(experiment),
                     client_app=client_app,
-                    num_supernodes=num_nodes,
+                    num_supernodes=self.nodes(experiment),
                     backend_config=backend,  # type: ignore[arg-type]
                     verbose_logging=verbose,
                 )

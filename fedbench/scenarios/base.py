@@ -1,6 +1,6 @@
 """What a scenario decides: the round schedule and each device's data per round.
 
-The server loop (fedbench.app.experiment) is the same for every scenario; a
+The server loop (fedbench.server.loop) is the same for every scenario; a
 scenario subclass says when rounds happen, which day they belong to, and
 what a device trains on. Clients call `device_data`, the server calls
 `schedule` - both from the same config, so they agree without talking.
@@ -9,6 +9,7 @@ what a device trains on. Clients call `device_data`, the server calls
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,18 +29,25 @@ class RoundSpec:
     evaluate: bool  # evaluate the global model after this round (end of a day)
 
 
-def positive_int(name: str, value: object) -> int:
+# A run longer than this is a typo (1e9 days), refused before anything is built.
+MAX_ROUNDS = 1_000_000
+
+
+def positive_int(name: str, value: object, at_most: int = MAX_ROUNDS) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise FedbenchError(f"{name} must be a positive integer, got {value!r}")
+    if value > at_most:
+        raise FedbenchError(f"{name}={value}: at most {at_most:,}")
     return value
 
 
 class Scenario(ABC):
     pretrain: PretrainParams  # how the server pretrains the global model (epochs 0: none)
+    unit: str = "round"  # what an evaluation is reported per: "day" or "round"
 
     @abstractmethod
-    def schedule(self) -> list[RoundSpec]:
-        """Every round of the run, in order."""
+    def schedule(self) -> Iterator[RoundSpec]:
+        """Every round of the run, in order (lazily: a long run is not a long list)."""
 
     @abstractmethod
     def device_data(self, ctx: DataContext, device_index: int, day: int) -> Tensors:

@@ -1,22 +1,21 @@
-"""The data every party derives from the config: splits and partitions.
+"""The data every party derives from the experiment: splits and partitions.
 
-Built once per process (the server and each simulated client actor) and
+Built once per process (the server and each simulated client worker) and
 cached, because each client call would otherwise reload and re-split.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-from omegaconf import OmegaConf
 
 from fedbench.data import build_source
 from fedbench.data.partition import partition
 from fedbench.data.splits import Splits, make_splits
+from fedbench.experiment.schema import DataConfig, Experiment
+from fedbench.experiment.typed import dump
 
 
 @dataclass(frozen=True)
@@ -28,32 +27,29 @@ class DataContext:
     seed: int
 
 
-def data_context(experiment: dict[str, Any], num_devices: int) -> DataContext:
-    data = experiment["data"]
-    key = json.dumps(
-        [data, list(experiment["model"]["input_shape"]), num_devices, experiment["seed"]],
-        sort_keys=True,
-    )
-    return _build(key)
+def data_context(experiment: Experiment, num_devices: int) -> DataContext:
+    return _build(experiment.data, experiment.model.input_shape, num_devices, experiment.seed)
 
 
 @functools.lru_cache(maxsize=4)
-def _build(key: str) -> DataContext:
-    data, input_shape, num_devices, seed = json.loads(key)
-    source = build_source(OmegaConf.create(data))
+def _build(
+    data: DataConfig, input_shape: tuple[int, ...], num_devices: int, seed: int
+) -> DataContext:
+    from omegaconf import OmegaConf
+
+    source = build_source(OmegaConf.create(dump(data)))
     splits = make_splits(
         source,
-        tuple(input_shape),
+        input_shape,
         seed=seed,
-        server_fraction=float(data["server_fraction"]),
-        test_fraction=float(data["test_fraction"]),
+        server_fraction=data.server_fraction,
+        test_fraction=data.test_fraction,
     )
-    scheme = data["partition"]
     parts = partition(
         splits.pool.y.numpy(),
         num_devices,
-        scheme=scheme["scheme"],
-        alpha=float(scheme.get("alpha", 0.5)),
+        scheme=data.partition.scheme,
+        alpha=data.partition.alpha,
         seed=seed,
     )
-    return DataContext(splits, tuple(parts), int(data["num_classes"]), bool(data["augment"]), seed)
+    return DataContext(splits, tuple(parts), data.num_classes, data.augment, seed)

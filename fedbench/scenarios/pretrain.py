@@ -18,6 +18,8 @@ import torch
 from torch import nn
 
 from fedbench.errors import FedbenchError
+from fedbench.experiment.schema import Experiment
+from fedbench.experiment.typed import dump
 from fedbench.paths import cache_dir
 from fedbench.scenarios.context import DataContext
 from fedbench.train.loop import TrainParams, train_local
@@ -53,29 +55,29 @@ class PretrainParams:
 
 
 def pretrained_state(
-    experiment: dict[str, Any],
+    experiment: Experiment,
     params: PretrainParams,
     ctx: DataContext,
     build: Callable[[], nn.Module],
 ) -> tuple[dict[str, torch.Tensor], bool]:
     """The pretrained global weights, and whether they came from the cache."""
-    torch.manual_seed(experiment["seed"])
+    torch.manual_seed(experiment.seed)
     model = build()
     key_src = json.dumps(
         {
-            "data": experiment["data"],
-            "model": experiment["model"],
+            "data": dump(experiment.data),
+            "model": dump(experiment.model),
             # The code behind a _target_ can change under the same config.
             "structure": repr(model),
             "shapes": {k: list(v.shape) for k, v in model.state_dict().items()},
             "pretrain": asdict(params),
-            "seed": experiment["seed"],
+            "seed": experiment.seed,
             "torch": torch.__version__,
         },
         sort_keys=True,
     )
     key = hashlib.sha256(key_src.encode()).hexdigest()[:20]
-    path = cache_dir() / "pretrained" / f"{experiment['model']['name']}-{key}.pt"
+    path = cache_dir() / "pretrained" / f"{experiment.model.name}-{key}.pt"
     if path.exists():
         return torch.load(path, map_location="cpu", weights_only=True), True
     if params.epochs > 0 and len(ctx.splits.server) > 0:
@@ -85,7 +87,7 @@ def pretrained_state(
             TrainParams(
                 params.batch_size, params.epochs, params.lr, params.momentum, params.weight_decay
             ),
-            seed=experiment["seed"],
+            seed=experiment.seed,
         )
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -7,6 +7,8 @@ virtual clock; `day` is the round number so per-day reporting is per round.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from fedbench.data.source import Tensors
 from fedbench.scenarios.base import RoundSpec, Scenario, positive_int
 from fedbench.scenarios.context import DataContext
@@ -21,11 +23,9 @@ class FederatedRounds(Scenario):
         self.eval_every = positive_int("scenario.eval_every", eval_every)
         self.pretrain = PretrainParams.from_config(pretrain)
 
-    def schedule(self) -> list[RoundSpec]:
-        return [
-            RoundSpec(r, r, 0.0, evaluate=r % self.eval_every == 0 or r == self.rounds)
-            for r in range(1, self.rounds + 1)
-        ]
+    def schedule(self) -> Iterator[RoundSpec]:
+        for r in range(1, self.rounds + 1):
+            yield RoundSpec(r, r, 0.0, evaluate=r % self.eval_every == 0 or r == self.rounds)
 
     def expected_examples(self, ctx: DataContext, device_index: int) -> int:
         return len(ctx.partitions[device_index])

@@ -21,7 +21,7 @@ from fedbench.train.plans import FULL, Plan
 
 @dataclass(frozen=True)
 class TrainParams:
-    """Local SGD parameters (conf/train)."""
+    """Local training parameters (conf/train, plus what the Flower strategy sends)."""
 
     batch_size: int
     local_epochs: int
@@ -32,6 +32,40 @@ class TrainParams:
     # updates of the running statistics decay as one full-batch update
     # (fedbench.train.execute).
     bn_momentum_scaled: bool = False
+    optimizer: str = "sgd"  # sgd (with momentum), adam, adamw
+    # FedProx (Li et al., MLSys'20): mu/2 ||w - w_global||^2 added to the local
+    # objective; the strategy sends mu as `proximal-mu`. 0 = plain local training.
+    proximal_mu: float = 0.0
+
+
+def make_optimizer(params: TrainParams, model: nn.Module) -> torch.optim.Optimizer:
+    if params.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=params.lr, weight_decay=params.weight_decay)
+    if params.optimizer == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=params.lr, weight_decay=params.weight_decay)
+    return torch.optim.SGD(
+        model.parameters(),
+        lr=params.lr,
+        momentum=params.momentum,
+        weight_decay=params.weight_decay,
+    )
+
+
+def add_proximal_term(optimizer: torch.optim.Optimizer, model: nn.Module, mu: float) -> None:
+    """Before every update, add FedProx's proximal gradient mu (w - w_global) to each grad.
+
+    That is the gradient of mu/2 ||w - w_global||^2, so it is exact however
+    the step was split into micro-batches (the memory planner).
+    """
+    anchors = [(p, p.detach().clone()) for p in model.parameters() if p.requires_grad]
+
+    def pull(opt: torch.optim.Optimizer, args: object, kwargs: object) -> None:
+        with torch.no_grad():
+            for p, anchor in anchors:
+                if p.grad is not None:
+                    p.grad.add_(p - anchor, alpha=mu)
+
+    optimizer.register_step_pre_hook(pull)
 
 
 def step_sizes(num_examples: int, batch_size: int, epochs: int) -> tuple[int, ...]:
@@ -49,7 +83,7 @@ def train_local(
     plan: Plan | None = None,
     adapt: Adaptation | None = None,
 ) -> float:
-    """Train in place with SGD; return the mean training loss over all steps.
+    """Train in place; return the mean training loss over all steps.
 
     Every step runs under `plan` (default: the full batch). With `adapt`,
     the budget is checked before each optimizer step and the plan switched
@@ -57,12 +91,9 @@ def train_local(
     if no plan fits any more, training stops there (`adapt.log.stopped`).
     """
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.SGD(
-        model.parameters(),
-        lr=params.lr,
-        momentum=params.momentum,
-        weight_decay=params.weight_decay,
-    )
+    optimizer = make_optimizer(params, model)
+    if params.proximal_mu > 0:
+        add_proximal_term(optimizer, model, params.proximal_mu)
     loss_fn = nn.CrossEntropyLoss()
     model.train()
     current = plan or FULL

@@ -20,13 +20,14 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 import pytest
 
 from fedbench.runtime.flower import free_port
-from fedbench.security import issue_node_key, issue_tls
+from fedbench.security import TlsFiles, issue_node_key, issue_tls
 
 pytestmark = pytest.mark.slow
 
@@ -47,6 +48,62 @@ def _device(superlink: str, ca: Path, key: Path, name: str, *extra: str) -> subp
         text=True,
         env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
     )
+
+
+def serve(
+    tls: TlsFiles | None, port: int | None, keys: list[Path], run_dir: Path, *overrides: str
+) -> tuple[subprocess.Popen[bytes], queue.Queue[str]]:
+    """`python -m fedbench runtime=deployment` on loopback with these physical keys.
+
+    Without `tls` the run issues its own test CA; without `port` it takes a free one.
+    """
+    given = [
+        f"runtime.tls_ca_cert={tls.ca_cert}",
+        f"runtime.tls_server_cert={tls.server_cert}",
+        f"runtime.tls_server_key={tls.server_key}",
+    ]
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fedbench",
+            "runtime=deployment",
+            "runtime.wait_for_physical_s=120",
+            "runtime.wait_for_nodes_s=120",
+            *overrides,
+            *([f"runtime.port={port}"] if port else []),
+            *(given if tls else []),
+            f"runtime.physical_keys=[{','.join(str(k) for k in keys)}]",
+            f"hydra.run.dir={run_dir}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
+    )
+    lines: queue.Queue[str] = queue.Queue()
+    threading.Thread(target=_lines, args=(server.stderr, lines), daemon=True).start()
+    return server, lines
+
+
+def follow(
+    server: subprocess.Popen[bytes],
+    lines: queue.Queue[str],
+    on_line: Callable[[str], None],
+    timeout_s: float,
+) -> list[str]:
+    """The server's console until it exits, calling `on_line` on each line; its log."""
+    start = time.monotonic()
+    log: list[str] = []
+    while server.poll() is None or not lines.empty():
+        assert time.monotonic() < start + timeout_s, "run took too long:\n" + "".join(log[-30:])
+        try:
+            line = lines.get(timeout=0.5)
+        except queue.Empty:
+            continue
+        log.append(f"{time.monotonic() - start:6.1f}s {line}")
+        on_line(line)
+    assert server.returncode == 0, "".join(log[-40:])
+    return log
 
 
 def _flower_leftovers(pids: list[int], since: float) -> list[str]:
@@ -78,53 +135,31 @@ def test_mixed_fleet_with_a_physical_device(tmp_path: Path) -> None:
     intruder = issue_node_key(tmp_path / "keys", "intruder")
     port = free_port()
     run_dir = tmp_path / "run"
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "fedbench",
-            "runtime=deployment",
-            "experiment=smoke",
-            "fleet.devices=[{profile:rpi4,count:1},{profile:pixel2,count:1},"
-            "{profile:physical,count:1}]",
-            "strategy.clients_per_round=3",
-            "scenario.days=1",
-            "scenario.pretrain.epochs=0",
-            f"runtime.port={port}",
-            f"runtime.tls_ca_cert={tls.ca_cert}",
-            f"runtime.tls_server_cert={tls.server_cert}",
-            f"runtime.tls_server_key={tls.server_key}",
-            f"runtime.physical_keys=[{probe.public_key}]",
-            "runtime.wait_for_physical_s=120",
-            "runtime.wait_for_nodes_s=120",
-            f"hydra.run.dir={run_dir}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
+    server, lines = serve(
+        tls,
+        port,
+        [probe.public_key],
+        run_dir,
+        "experiment=smoke",
+        "fleet.devices=[{profile:rpi4,count:1},{profile:pixel2,count:1},{profile:physical,count:1}]",
+        "strategy.clients_per_round=3",
+        "scenario.days=1",
+        "scenario.pretrain.epochs=0",
     )
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=_lines, args=(server.stderr, lines), daemon=True).start()
     superlink = f"127.0.0.1:{port}"
     device = intruder_proc = None
-    log: list[str] = []
+
+    def join(line: str) -> None:
+        nonlocal device, intruder_proc
+        if "waiting for 1 physical device" in line and device is None:
+            # What a user does on the device: one command (README).
+            device = _device(superlink, tls.ca_cert, probe.private_key, "probe-host")
+            intruder_proc = _device(
+                superlink, tls.ca_cert, intruder.private_key, "intruder", "--max-wait-s", "8"
+            )
+
     try:
-        start = time.monotonic()
-        deadline = start + 240
-        while server.poll() is None or not lines.empty():
-            assert time.monotonic() < deadline, "run took too long:\n" + "".join(log[-30:])
-            try:
-                line = lines.get(timeout=0.5)
-            except queue.Empty:
-                continue
-            log.append(f"{time.monotonic() - start:6.1f}s {line}")
-            if "waiting for 1 physical device" in line and device is None:
-                # What a user does on the device: one command (README).
-                device = _device(superlink, tls.ca_cert, probe.private_key, "probe-host")
-                intruder_proc = _device(
-                    superlink, tls.ca_cert, intruder.private_key, "intruder", "--max-wait-s", "8"
-                )
-        assert server.returncode == 0, "".join(log[-40:])
+        log = follow(server, lines, join, timeout_s=240)
         assert device is not None and intruder_proc is not None
 
         out, _ = intruder_proc.communicate(timeout=60)
@@ -137,7 +172,7 @@ def test_mixed_fleet_with_a_physical_device(tmp_path: Path) -> None:
         phys = next(r for r in rows if r["kind"] == "physical")
         assert phys["device"] == "physical-000" and float(phys["latency_s"]) > 0
         assert float(phys["mem_budget_mb"]) > 0  # measured by the probe: MemAvailable
-        assert any("physical device probe-host (auto: " in line for line in log)
+        assert any("physical device probe-host is physical-000" in line for line in log)
 
         refused = (run_dir / "refused.log").read_text()
         assert "ApiError:2004" in refused
@@ -185,25 +220,16 @@ def test_ctrl_c_while_waiting_for_devices_stops_everything(tmp_path: Path) -> No
     since = time.time()
     key = issue_node_key(tmp_path / "keys", "never-comes")
     run_dir = tmp_path / "run"
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "fedbench",
-            "runtime=deployment",
-            "experiment=smoke",
-            "fleet.devices=[{profile:host,count:1},{profile:physical,count:1}]",
-            "strategy.clients_per_round=2",
-            f"runtime.physical_keys=[{key.public_key}]",
-            "runtime.wait_for_physical_s=300",
-            f"hydra.run.dir={run_dir}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
+    server, lines = serve(
+        None,
+        None,
+        [key.public_key],
+        run_dir,
+        "experiment=smoke",
+        "fleet.devices=[{profile:host,count:1},{profile:physical,count:1}]",
+        "strategy.clients_per_round=2",
+        "runtime.wait_for_physical_s=300",
     )
-    lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=_lines, args=(server.stderr, lines), daemon=True).start()
     log: list[str] = []
     try:
         deadline = time.monotonic() + 120

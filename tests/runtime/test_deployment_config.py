@@ -14,14 +14,15 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from flwr.cli.supernode.register import try_load_public_key
 from flwr.common.config import parse_config_args
 
-from fedbench.app.protocol import Identity
-from fedbench.app.registry import seat_physical
-from fedbench.config import EXPERIMENT_KEY
 from fedbench.errors import FedbenchError
+from fedbench.experiment.codec import EXPERIMENT_KEY
+from fedbench.experiment.schema import Experiment
 from fedbench.fleet import expand_fleet
-from fedbench.runtime.deployment import DeploymentRuntime
-from fedbench.runtime.flower import node_config_arg, write_app, write_run_config
+from fedbench.runtime.bundle import write_bundle
+from fedbench.runtime.deployment import DeploymentRuntime, _write_registered, registered_nodes
+from fedbench.runtime.flower import node_config_arg, write_run_config
 from fedbench.security import check_private_key, issue_node_key, issue_tls, read_public_key
+from tests.bad_inputs import _typed
 
 
 def test_bad_runtime_settings_are_refused_with_the_key() -> None:
@@ -34,8 +35,9 @@ def test_bad_runtime_settings_are_refused_with_the_key() -> None:
     assert DeploymentRuntime(physical_keys=["a.pub"]).physical_keys == ("a.pub",)
 
 
-def _experiment(devices: list[dict[str, object]]) -> dict[str, object]:
-    return {"fleet": {"name": "t", "devices": devices}}
+def _experiment(devices: list[dict[str, object]]) -> Experiment:
+    fleet = ",".join(f"{{profile:{d['profile']},count:{d['count']}}}" for d in devices)
+    return _typed([f"fleet.devices=[{fleet}]", "runtime=deployment"])  # type: ignore[return-value]
 
 
 def test_missing_physical_keys_fail_before_any_process(tmp_path: Path) -> None:
@@ -43,11 +45,11 @@ def test_missing_physical_keys_fail_before_any_process(tmp_path: Path) -> None:
     runtime = DeploymentRuntime()
     exp = _experiment([{"profile": "rpi4", "count": 1}, {"profile": "physical", "count": 2}])
     with pytest.raises(FedbenchError, match="2 physical device.*lists 0 public key"):
-        runtime.run(exp, tmp_path, False)
+        runtime.run(exp, tmp_path)
     key = issue_node_key(tmp_path, "pi")
     twice = DeploymentRuntime(physical_keys=[str(key.public_key)] * 2)
     with pytest.raises(FedbenchError, match="lists a key twice"):
-        twice.run(exp, tmp_path, False)
+        twice.run(exp, tmp_path)
     rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     bad = tmp_path / "rsa.pub"
     bad.write_bytes(
@@ -57,7 +59,7 @@ def test_missing_physical_keys_fail_before_any_process(tmp_path: Path) -> None:
     )
     wrong = DeploymentRuntime(physical_keys=[str(bad), str(key.public_key)])
     with pytest.raises(FedbenchError, match="expected an EC key on a NIST curve"):
-        wrong.run(exp, tmp_path, False)
+        wrong.run(exp, tmp_path)
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
 
 
@@ -93,34 +95,35 @@ def test_node_config_survives_flowers_parser() -> None:
         node_config_arg({"device-name": 'pi "4"'})
 
 
-def test_the_app_and_run_config_carry_the_experiment(tmp_path: Path) -> None:
+def test_the_bundle_and_run_config_carry_the_experiment(tmp_path: Path) -> None:
     from flwr.cli.build import build_fab_from_disk
     from flwr.cli.config_utils import load_and_validate
 
-    app = write_app(tmp_path / "app")
+    app = write_bundle(tmp_path / "app", None)
     config, _ = load_and_validate(app / "pyproject.toml")
-    assert config["tool"]["flwr"]["app"]["components"]["clientapp"] == (
-        "fedbench.app.client_app:app"
-    )
+    components = config["tool"]["flwr"]["app"]["components"]
+    assert components == {
+        "serverapp": "fedbench.server.app:app",
+        "clientapp": "fedbench.client.app:app",
+    }
     assert build_fab_from_disk(app)  # Flower packs it into a FAB
-    experiment = {"seed": 1, "name": 'quotes " and \\ back', "fleet": {"devices": []}}
-    path = write_run_config(tmp_path / "run.toml", experiment)
-    assert json.loads(tomli.loads(path.read_text())[EXPERIMENT_KEY]) == experiment
+    text = json.dumps({"seed": 1, "name": 'quotes " and \\ back'})
+    path = write_run_config(tmp_path / "run.toml", text)
+    assert tomli.loads(path.read_text())[EXPERIMENT_KEY] == text
 
 
-def _who(name: str, node: int) -> Identity:
-    return Identity(-1, name, "auto: x86_64", "physical", node=node)
+def test_a_device_is_seated_where_its_key_was_registered(tmp_path: Path) -> None:
+    """Seats follow registration: what a node says about itself never moves it."""
+    from fedbench.runtime.nodes import plan_nodes
 
-
-def test_physical_devices_take_their_named_slot_or_the_next_free_one() -> None:
     devices = expand_fleet(
         {"devices": [{"profile": "rpi4", "count": 1}, {"profile": "physical", "count": 2}]}
     )
-    node_of = {0: Identity(0, "rpi4-000", "rpi4", "emulated", node=10)}
-    seat_physical(devices, node_of, [_who("zeta", 11), _who("physical-001", 12), _who("x", 13)])
-    assert node_of[2].device == "physical-001" and node_of[2].node == 12
-    assert node_of[1].device == "x" and node_of[1].partition_id == 1  # before "zeta"
-    assert sorted(node_of) == [0, 1, 2]  # zeta found no free slot
+    nodes = plan_nodes(devices, tmp_path, "none", None)
+    keys = [issue_node_key(tmp_path / "phys", n).public_key for n in ("pi-a", "pi-b")]
+    ids = {nodes[0].key.public_key: 10, keys[0]: 11, keys[1]: 12}
+    _write_registered(tmp_path, nodes, ids, list(zip(devices[1:], keys, strict=True)))
+    assert registered_nodes(tmp_path) == {"rpi4-000": 10, "physical-000": 11, "physical-001": 12}
 
 
 def test_flwr_json_documents_and_node_activations_are_read_from_output(tmp_path: Path) -> None:

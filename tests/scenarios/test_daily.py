@@ -9,25 +9,15 @@ from fedbench.errors import FedbenchError
 from fedbench.scenarios.context import data_context
 from fedbench.scenarios.daily import DAY_S, DailyScenario
 from fedbench.scenarios.rounds import FederatedRounds
+from tests.bad_inputs import _typed
 
-EXPERIMENT = {
-    "seed": 3,
-    "model": {"input_shape": [3, 16, 16]},
-    "data": {
-        "name": "digits",
-        "num_classes": 10,
-        "source": {"_target_": "fedbench.data.digits.DigitsSource"},
-        "test_fraction": 0.2,
-        "server_fraction": 0.3,
-        "partition": {"scheme": "iid", "alpha": 0.5},
-        "augment": True,
-    },
-}
+# Digits at 16x16, seed 3: the data every test below partitions.
+EXPERIMENT = _typed(["seed=3", "model.input_shape=[3,16,16]"])
 
 
 def test_schedule_days_rounds_and_start_times() -> None:
     s = DailyScenario(days=3, new_samples_per_day=8, rounds_per_day=2, start_hour=2.0)
-    plan = s.schedule()
+    plan = list(s.schedule())
     assert [(r.round, r.day) for r in plan] == [(1, 1), (2, 1), (3, 2), (4, 2), (5, 3), (6, 3)]
     assert [r.evaluate for r in plan] == [False, True] * 3
     assert plan[0].earliest_start_s == 2 * 3600.0

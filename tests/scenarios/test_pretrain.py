@@ -7,9 +7,9 @@ from torch import nn
 
 from fedbench.scenarios.context import data_context
 from fedbench.scenarios.pretrain import PretrainParams, pretrained_state
-from tests.scenarios.test_daily import EXPERIMENT
+from tests.bad_inputs import _typed
 
-EXP = {**EXPERIMENT, "model": {"name": "tiny", "input_shape": [3, 16, 16]}}
+EXP = _typed(["seed=3", "model.name=tiny", "model.input_shape=[3,16,16]"])
 
 
 def _net(width: int) -> nn.Module:
@@ -25,7 +25,7 @@ def test_second_call_hits_the_cache_and_trains_once() -> None:
     second, cached2 = pretrained_state(EXP, params, ctx, lambda: _net(8))
     assert (cached1, cached2) == (False, True)
     assert all(torch.equal(first[k], second[k]) for k in first)
-    torch.manual_seed(EXP["seed"])
+    torch.manual_seed(EXP.seed)  # type: ignore[attr-defined]
     assert not torch.equal(first["1.weight"], _net(8).state_dict()["1.weight"])  # it trained
 
 
@@ -35,5 +35,6 @@ def test_a_changed_model_structure_misses_the_cache() -> None:
     pretrained_state(EXP, params, ctx, lambda: _net(8))
     state, cached = pretrained_state(EXP, params, ctx, lambda: _net(12))
     assert not cached and state["1.weight"].shape == (12, 768)
-    _, cached = pretrained_state({**EXP, "seed": 99}, params, ctx, lambda: _net(8))
+    other = _typed(["seed=99", "model.name=tiny", "model.input_shape=[3,16,16]"])
+    _, cached = pretrained_state(other, params, ctx, lambda: _net(8))  # type: ignore[arg-type]
     assert not cached

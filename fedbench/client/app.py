@@ -1,0 +1,58 @@
+"""The ClientApp every fedbench node runs: fedbench's own, or the user's, under the mods.
+
+`app` looks at the experiment a message carries: without `app=` it is
+fedbench's train handler (fedbench.client.handler) under the fault mod and
+the declared device mod; with `app=` it is the user's ClientApp, loaded
+once per worker from its module (the app's folder, or the bundle Flower
+installed), under the fault mod and the watching device mod. The user's
+app is never edited: it is called as Flower would call it.
+
+`seat_app(client_app)` is the same composition for a ClientApp object, for
+users who build their own runner: `app = seat_app(their_app)`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from flwr.app import Context, Message
+from flwr.clientapp import ClientApp
+
+from fedbench.client import handler
+from fedbench.client.faults import fault_mod
+from fedbench.client.mod import DeclaredDeviceMod, device_mod
+from fedbench.client.seat import seat_of
+from fedbench.experiment.app import AppConfig
+
+_own = ClientApp(mods=[fault_mod, DeclaredDeviceMod()])
+_own.train()(handler.train)
+
+
+def seat_app(client_app: ClientApp) -> ClientApp:
+    """`client_app` as a fleet device: faults, then the device mod, then the app itself."""
+    seated = ClientApp()
+
+    def through(msg: Message, context: Context) -> Message:
+        return client_app(msg, context)
+
+    seated.train(mods=[fault_mod, device_mod])(through)
+    seated.evaluate(mods=[device_mod])(through)
+    seated.query(mods=[device_mod])(through)
+    return seated
+
+
+@functools.lru_cache(maxsize=4)
+def _user_app(app: AppConfig) -> ClientApp:
+    return seat_app(app.load(app.clientapp, ClientApp, "clientapp"))
+
+
+def _dispatch(msg: Message, context: Context) -> Message:
+    seat = seat_of(msg, context)
+    target = _own if seat is None or seat.experiment.app is None else _user_app(seat.experiment.app)
+    return target(msg, context)
+
+
+app = ClientApp()
+app.train()(_dispatch)
+app.evaluate()(_dispatch)
+app.query()(_dispatch)

@@ -1,0 +1,168 @@
+"""The device mod: any Flower ClientApp, seated as a fleet device and metered.
+
+A Flower client mod (`flwr.clientapp.mod`: `(msg, context, call_next)`)
+that wraps a ClientApp's handlers. For a fedbench message it
+
+1. seats the node as the fleet device the message names (fedbench.client.seat)
+   and takes fedbench's record out, so the handler sees exactly what the
+   Flower strategy sent;
+2. sets what the handler reads about its node: `partition-id` (the device's
+   index: its share of the data) and `num-partitions` (the fleet's size) in
+   `context.node_config`, and the app's run config in `context.run_config`;
+3. applies the device's caps (torch threads = `runtime.client_cpus`);
+4. for a train message, runs the handler under the device's meter and adds
+   the RoundReport and the device's state to the reply (fedbench.protocol).
+
+How the handler's training is costed is the one hook a subclass overrides:
+`DeviceMod` watches whatever the handler executes (an emulated device: the
+aten ops it ran, emulated on the profile; a physical one: its probe);
+`DeclaredDeviceMod` trusts a handler that plans and measures its own
+training through the seat (fedbench's own ClientApp). Messages without a
+fedbench record pass through untouched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from flwr.app import ArrayRecord, Context, Message, MessageType, RecordDict
+from flwr.clientapp.typing import ClientAppCallable
+
+from fedbench.client.seat import Seat, seat_of, seated
+from fedbench.devices.meter import Cost, WatchJob
+from fedbench.experiment.build import build_runtime
+from fedbench.protocol import LOSS_KEYS, METRICS, NUM_EXAMPLES, REPORT, STATE, TASK, state_record
+from fedbench.report.records import CSV_FIELDS, RoundReport, to_record
+
+PARTITION_ID = "partition-id"
+NUM_PARTITIONS = "num-partitions"
+
+# The Cost fields that are RoundReport fields too (status, latency_s, energy_j, ...).
+_COST_FIELDS = tuple(f.name for f in dataclasses.fields(Cost) if f.name in CSV_FIELDS)
+
+
+class HandlerDidNotMeasure(RuntimeError):
+    """A declared handler returned without measuring its training through the seat."""
+
+
+class DeviceMod:
+    """Seat, cap and meter a ClientApp's messages (see the module docstring)."""
+
+    def __call__(self, msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
+        seat = seat_of(msg, context)
+        if seat is None:
+            return call_next(msg, context)
+        del msg.content[TASK]
+        with seated(seat), _as_device(context, seat):
+            torch.set_num_threads(build_runtime(seat.experiment).client_cpus)
+            if msg.metadata.message_type.split(".")[0] != MessageType.TRAIN:
+                return call_next(msg, context)
+            return self._train(seat, msg, context, call_next)
+
+    def _train(
+        self, seat: Seat, msg: Message, context: Context, call_next: ClientAppCallable
+    ) -> Message:
+        start = time.perf_counter()
+        try:
+            reply, cost = self.metered(seat, msg, context, call_next)
+        except Exception as exc:  # noqa: BLE001 - a device failure is data, reported with its reason
+            traceback.print_exc()
+            reply = Message(RecordDict(), reply_to=msg)
+            cost = Cost(status="failed", reason=f"{type(exc).__name__}: {exc}")
+        if cost.status != "ok":  # the device could not have produced this update
+            for key in list(reply.content.array_records):
+                del reply.content[key]
+        report = _report(seat, cost, reply)
+        report = dataclasses.replace(report, host_wall_s=time.perf_counter() - start)
+        reply.content[REPORT] = to_record(report)
+        if cost.state_after is not None:
+            reply.content[STATE] = state_record(cost.state_after)
+        return reply
+
+    def metered(
+        self, seat: Seat, msg: Message, context: Context, call_next: ClientAppCallable
+    ) -> tuple[Message, Cost]:
+        """Run the handler and say what its training cost: watched from outside."""
+        job = WatchJob(
+            model_name=seat.experiment.app.name if seat.experiment.app else "app",
+            model_bytes=_array_bytes(msg),
+            now_s=seat.task.now_s,
+            state=seat.task.state,
+        )
+        with seat.meter.watch(job) as watch:
+            reply = call_next(msg, context)
+        if seat.measured.cost is not None:  # the handler measured itself after all
+            return reply, seat.measured.cost
+        return reply, watch.cost()
+
+
+class DeclaredDeviceMod(DeviceMod):
+    """For a handler that measures its own training with `current_seat().measure`."""
+
+    def metered(
+        self, seat: Seat, msg: Message, context: Context, call_next: ClientAppCallable
+    ) -> tuple[Message, Cost]:
+        reply = call_next(msg, context)
+        if seat.measured.cost is None:
+            raise HandlerDidNotMeasure("the train handler did not call current_seat().measure")
+        return reply, seat.measured.cost
+
+
+device_mod = DeviceMod()
+
+
+@contextmanager
+def _as_device(context: Context, seat: Seat) -> Iterator[None]:
+    """The node's partition id and run config, as the seated device's, for the call."""
+    saved = dict(context.node_config), dict(context.run_config)
+    context.node_config[PARTITION_ID] = seat.device.index
+    context.node_config[NUM_PARTITIONS] = seat.num_devices
+    app = seat.experiment.app
+    if app is not None:
+        for key, value in app.run_config.items():
+            context.run_config.setdefault(key, value)
+    try:
+        yield
+    finally:
+        context.node_config.clear()
+        context.node_config.update(saved[0])
+        context.run_config.clear()
+        context.run_config.update(saved[1])
+
+
+def _array_bytes(msg: Message) -> int:
+    return sum(record.count_bytes() for record in msg.content.array_records.values())
+
+
+def _metrics(reply: Message) -> dict[str, float]:
+    records = reply.content.metric_records
+    record = records.get(METRICS) or next(iter(records.values()), None)
+    if record is None:
+        return {}
+    return {k: v for k, v in record.items() if isinstance(v, (int, float))}
+
+
+def _report(seat: Seat, cost: Cost, reply: Message) -> RoundReport:
+    metrics = _metrics(reply)
+    trained = cost.status == "ok" and any(
+        isinstance(r, ArrayRecord) for r in reply.content.array_records.values()
+    )
+    loss = seat.measured.loss
+    if loss is None:
+        loss = next((float(metrics[k]) for k in LOSS_KEYS if k in metrics), math.nan)
+    comm = 0.0 if math.isnan(cost.comm_s) else cost.comm_s
+    round_trip = cost.latency_s + comm if not math.isnan(cost.latency_s) else math.nan
+    fields: dict[str, object] = {k: getattr(cost, k) for k in _COST_FIELDS}
+    fields.update(
+        round_trip_s=round_trip,
+        end_s=seat.task.now_s + round_trip,
+        num_examples=int(metrics.get(NUM_EXAMPLES, 0)) if trained else 0,
+        train_loss=loss if loss is not None else math.nan,
+    )
+    return dataclasses.replace(seat.report(), **fields)  # type: ignore[arg-type]

@@ -1,0 +1,158 @@
+"""The typed experiment: one frozen dataclass per config group (conf/<group>/).
+
+Groups whose YAML names a `_target_` (strategy, algorithm, round_close,
+scenario, runtime, data.source, model.net) are a `Target`: the class's own
+constructor signature is their schema. The others are spelled out here, with
+their ranges. `Experiment.from_config` validates everything before anything
+starts; `Experiment.to_config` is its plain form (what config.yaml holds and
+what crosses the wire to clients, fedbench.experiment.codec).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from fedbench.devices.faults import FaultModel, fault_models
+from fedbench.devices.knobs import Knobs
+from fedbench.errors import FedbenchError
+from fedbench.experiment.app import AppConfig
+from fedbench.experiment.target import Target
+from fedbench.experiment.typed import check, dump, parse
+
+# Bounds that keep a typo from eating the host's memory before anything fails.
+MAX_DEVICES = 1_000_000
+MAX_SEED = 2**32 - 1
+
+
+@dataclass(frozen=True)
+class PartitionConfig:
+    scheme: Literal["iid", "dirichlet"] = "iid"
+    alpha: float = check(0.5, gt=0.0, le=1e6)  # dirichlet only: smaller = more label skew
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """conf/data: the data set, its splits and how the device pool is partitioned."""
+
+    name: str
+    num_classes: int = check(ge=2, le=1_000_000)
+    source: Target = field(default_factory=lambda: Target("", {}))
+    test_fraction: float = check(0.2, gt=0.0, lt=1.0)
+    server_fraction: float = check(0.3, ge=0.0, lt=1.0)
+    partition: PartitionConfig = field(default_factory=PartitionConfig)
+    augment: bool = True
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """conf/model: the network (`net`, built by `_target_`) and one input example's shape."""
+
+    name: str
+    input_shape: tuple[int, ...]
+    net: Target
+    input_dtype: Literal["float32", "int64"] = "float32"
+    input_high: int | None = check(None, ge=1)
+
+    def __post_init__(self) -> None:
+        if not self.input_shape or any(d < 1 for d in self.input_shape):
+            raise FedbenchError(
+                f"model.input_shape={list(self.input_shape)}: positive sizes, e.g. [3, 32, 32]"
+            )
+
+    def to_plain(self) -> dict[str, Any]:
+        """The model config as the zoo's registry reads it (fedbench.models)."""
+        return {k: v for k, v in dump(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
+class DeviceGroup:
+    profile: str  # a name in device_profiles/, a profile YAML path, "host" or "physical"
+    count: int = check(1, ge=1, le=MAX_DEVICES)
+
+
+# eq=False: compared and hashed by identity, so a decoded fleet can key a cache.
+@dataclass(frozen=True, eq=False)
+class FleetConfig:
+    """conf/fleet: groups of `{profile, count}`, resized by `scale`, with knobs and faults."""
+
+    name: str
+    devices: tuple[DeviceGroup, ...]
+    scale: int | None = check(None, ge=1, le=MAX_DEVICES)
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+    faults: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.devices:
+            raise FedbenchError("fleet.devices must be a non-empty list of {profile, count}")
+        total = sum(g.count for g in self.devices) if self.scale is None else self.scale
+        if total > MAX_DEVICES:
+            raise FedbenchError(
+                f"fleet: {total} devices; at most {MAX_DEVICES:,} "
+                "(the sum of fleet.devices counts, or fleet.scale)"
+            )
+        if self.scale is not None and self.scale < len(self.devices):
+            raise FedbenchError(
+                f"fleet.scale={self.scale}: must be >= the number of groups ({len(self.devices)})"
+            )
+        Knobs.from_mapping(self.knobs, "fleet.knobs")
+        fault_models(self.faults)
+
+    def knob_values(self) -> Knobs:
+        return Knobs.from_mapping(self.knobs, "fleet.knobs")
+
+    def fault_models(self) -> dict[str, FaultModel]:
+        return fault_models(self.faults)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """conf/train: local training on every device (fedbench's own ClientApp)."""
+
+    batch_size: int = check(16, ge=1, le=1 << 20)
+    local_epochs: int = check(1, ge=1, le=100_000)
+    lr: float = check(0.01, gt=0.0, le=1e3)
+    momentum: float = check(0.9, ge=0.0, lt=1.0)
+    weight_decay: float = check(5e-4, ge=0.0, le=1.0)
+    optimizer: Literal["sgd", "adam", "adamw"] = "sgd"
+    memory_planner: Literal["auto", "off"] = "auto"
+    bn_momentum_scaled: bool = False
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    """conf/report: what a run writes besides rounds.csv and summary.json."""
+
+    plots: bool = True  # figures in the run folder at the end
+    progress_per_round: bool = False  # a console line per round (false: per evaluation)
+    loggers: tuple[str, ...] = ()  # experiment trackers (fedbench.report.loggers)
+
+
+@dataclass(frozen=True, eq=False)
+class Experiment:
+    """One run, validated: every group typed, every `_target_` checked against its class."""
+
+    data: DataConfig
+    model: ModelConfig
+    fleet: FleetConfig
+    strategy: Target  # device selection (strategies/)
+    algorithm: Target  # a Flower strategy: aggregation (flwr.serverapp.strategy)
+    round_close: Target  # when a round stops waiting (fedbench.server.close)
+    scenario: Target
+    train: TrainConfig
+    runtime: Target
+    report: ReportConfig = field(default_factory=ReportConfig)
+    seed: int = check(0, ge=0, le=MAX_SEED)
+    name: str = "default"
+    output_dir: str = ""
+    verbose: bool = False
+    app: AppConfig | None = None  # a user's Flower app; None: fedbench's own ClientApp
+
+    @classmethod
+    def from_config(cls, values: Mapping[str, Any], where: str = "") -> Experiment:
+        return parse(cls, values, where)
+
+    def to_config(self) -> dict[str, Any]:
+        """The plain form `from_config` reads back (config.yaml, the wire)."""
+        return {f: dump(getattr(self, f)) for f in self.__dataclass_fields__}

@@ -1,0 +1,56 @@
+"""What every runtime is: where devices run, and the limits the server waits within."""
+
+from __future__ import annotations
+
+import math
+import os
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fedbench.errors import FedbenchError
+
+if TYPE_CHECKING:
+    from flwr.serverapp import Grid
+
+    from fedbench.experiment.schema import Experiment
+    from fedbench.server.seating import Seating
+
+
+class Runtime(ABC):
+    """A runtime's common settings; subclasses are frozen dataclasses built by `_target_`."""
+
+    client_cpus: int  # torch threads (and logical CPUs) per client
+    wait_for_nodes_s: float  # how long the server waits for its nodes before round 1
+    round_timeout_s: float  # how long it waits for one round's replies
+
+    def check_common(self) -> None:
+        for key in ("wait_for_nodes_s", "round_timeout_s"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise FedbenchError(f"runtime.{key} must be a number of seconds, got {value!r}")
+            if not math.isfinite(value) or value <= 0:
+                raise FedbenchError(f"runtime.{key}={value!r}: must be finite and > 0")
+        cpus = self.client_cpus
+        if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
+            raise FedbenchError(f"runtime.client_cpus must be a positive integer, got {cpus!r}")
+
+    def check_local_cpus(self) -> None:
+        """A client cannot use more CPUs than this host has (a remote cluster checks its own)."""
+        host = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        if host and self.client_cpus > host:
+            raise FedbenchError(
+                f"runtime.client_cpus={self.client_cpus}: this host has {host} CPU(s); "
+                f"choose 1..{host}"
+            )
+
+    def preflight(self, experiment: Experiment) -> None:  # noqa: B027 - optional hook
+        """Checks that need the whole experiment, before anything starts."""
+
+    @abstractmethod
+    def run(self, experiment: Experiment, run_dir: Path) -> None:
+        """Run the experiment to its end, leaving its results in `run_dir`."""
+
+    @abstractmethod
+    def seating(self, grid: Grid, experiment: Experiment, run_dir: Path) -> Seating:
+        """Which node carries each device's messages (called by the ServerApp)."""

@@ -1,0 +1,1 @@
+"""The server side: the round loop, its hooks and close policies, selection composed with Flower."""

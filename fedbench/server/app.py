@@ -1,0 +1,180 @@
+"""The ServerApp: one fedbench experiment on whatever Grid Flower gives it.
+
+`run_server` assembles the round loop from the typed experiment - the app's
+server side (fedbench's own or the user's), the device selector composed
+with the Flower strategy, the round-close policy, the seating the runtime
+provides, the hooks - starts or resumes it, and leaves a complete run
+folder either way. In simulation the experiment is handed over in-process;
+under `flwr run` it arrives as JSON in the run config (`fedbench-config`),
+and with an empty run config (`flwr run .` at the project root) the default
+experiment is composed, with `fedbench-overrides` applied.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from flwr.app import ArrayRecord, Context
+from flwr.serverapp import Grid, ServerApp
+
+from fedbench.devices.meters import make_meter
+from fedbench.experiment.build import build_close, build_runtime, build_scenario, build_selector
+from fedbench.experiment.codec import EXPERIMENT_KEY, from_json, to_json
+from fedbench.experiment.schema import Experiment
+from fedbench.fleet import DeviceSpec, expand_fleet
+from fedbench.ledger import Ledger
+from fedbench.report.server_rounds import ServerRoundsWriter
+from fedbench.report.writer import DayResult, RunWriter
+from fedbench.server import checkpoint
+from fedbench.server.apps import server_side
+from fedbench.server.evaluation import accuracy_of, loss_of
+from fedbench.server.fleet_strategy import FleetStrategy, check_minimums
+from fedbench.server.fleet_view import FleetView
+from fedbench.server.hooks import (
+    AvailabilityHook,
+    CheckpointHook,
+    LedgerHook,
+    ProgressHook,
+    RecordHook,
+    clock,
+    progress,
+)
+from fedbench.server.loop import LoopState, RoundLoop
+
+OVERRIDES_KEY = "fedbench-overrides"
+
+
+def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, Any]:
+    """Run (or, if run_dir holds a checkpoint, continue) one experiment."""
+    wall_start = time.perf_counter()
+    devices = expand_fleet(experiment.fleet)
+    random.seed(experiment.seed)  # Flower strategies sample with `random`
+    np.random.seed(experiment.seed)
+    scenario = build_scenario(experiment)
+    selector = build_selector(experiment)
+    selector.check_fleet(len(devices))
+    writer = RunWriter(run_dir, {"name": experiment.name, "num_devices": len(devices)})
+    server_rounds = ServerRoundsWriter(run_dir)
+    try:
+        side = server_side(experiment, devices)
+        ledger = Ledger(devices)
+        cannot = side.predict(ledger)
+        writer.meta["predicted_oom"] = cannot  # strategies do not pick them
+        if cannot:
+            progress(
+                f"{len(cannot)} device(s) cannot fit this training in memory and are "
+                f"not picked: {', '.join(cannot[:8])}{' ...' if len(cannot) > 8 else ''}"
+            )
+        algorithm = side.algorithm()
+        check_minimums(algorithm, selector.clients_per_round)
+        close = build_close(experiment)
+        runtime = build_runtime(experiment)
+        progress(f"{len(devices)} devices; waiting for their nodes")
+        seating = runtime.seating(grid, experiment, run_dir)
+        kinds = _kinds(experiment, devices)
+        fleet = FleetStrategy(algorithm, selector, ledger, seating, to_json(experiment), kinds)
+        evaluator = side.evaluator(grid, fleet, runtime.round_timeout_s)
+        unit = scenario.unit
+        resumed = checkpoint.load(run_dir)
+        if resumed is None:
+            arrays, how = side.initial_arrays()
+            state = LoopState(0, 0.0, 0, arrays)
+            first = evaluator(0, arrays)
+            writer.day(
+                DayResult(
+                    0, 0, accuracy_of(first), loss_of(first), 0.0, time.perf_counter() - wall_start
+                )
+            )
+            score = accuracy_of(first)
+            shown = f"accuracy {100 * score:.2f}%" if not math.isnan(score) else "not evaluated"
+            progress(f"{unit} 0: {shown} (initial model: {how})")
+        else:
+            selector.load_state_dict(resumed.selector)
+            checkpoint.import_data(algorithm, resumed.algorithm)
+            ledger.load_state_dict(resumed.ledger)
+            writer.load_state_dict(resumed.writer)
+            server_rounds.load_state_dict(resumed.writer["server_rounds"])
+            checkpoint.set_rng_state(resumed.rng)
+            state = LoopState(
+                resumed.round, resumed.now_s, resumed.model_version, ArrayRecord(resumed.arrays)
+            )
+            progress(f"resuming after round {state.round} (virtual {clock(state.now_s)})")
+        hooks = [
+            AvailabilityHook(FleetView(devices, experiment), ledger),
+            LedgerHook(ledger),
+            RecordHook(writer, server_rounds, close.name, wall_start),
+            ProgressHook(experiment.report.progress_per_round, wall_start, unit),
+            CheckpointHook(
+                lambda ckpt: checkpoint.save(run_dir, ckpt),
+                selector,
+                algorithm,
+                ledger,
+                writer,
+                server_rounds,
+            ),
+        ]
+        loop = RoundLoop(
+            grid,
+            fleet,
+            close,
+            evaluator,
+            hooks,
+            side.train_config(),
+            side.arrays_key,
+            runtime.round_timeout_s,
+        )
+        loop.run(scenario.schedule(), state)
+    except BaseException as exc:
+        server_rounds.close()
+        writer.finish("failed", f"{type(exc).__name__}: {exc}", plots=experiment.report.plots)
+        raise
+    server_rounds.close()
+    summary = writer.finish("completed", plots=experiment.report.plots)
+    progress(f"done: {_result_line(summary, unit)} -> {run_dir}")
+    return summary
+
+
+def _result_line(summary: dict[str, Any], unit: str) -> str:
+    first, last = summary.get("day0_accuracy"), summary.get("final_accuracy")
+    if not isinstance(last, float) or math.isnan(last):
+        return "no accuracy measured"
+    line = f"{unit} {summary['final_day']} accuracy {100 * last:.2f}%"
+    if isinstance(first, float) and not math.isnan(first):
+        line += f" vs {unit} 0 {100 * first:.2f}%"
+    return line
+
+
+def _kinds(experiment: Experiment, devices: tuple[DeviceSpec, ...]) -> tuple[str, ...]:
+    """The meter kind each device's node reports (one meter per profile)."""
+    kind_of = {p: make_meter(p, experiment.fleet.knobs).kind for p in {d.profile for d in devices}}
+    return tuple(kind_of[d.profile] for d in devices)
+
+
+def experiment_of(context: Context) -> Experiment:
+    """The experiment `flwr run` passed in the run config (or the default one, composed)."""
+    text = context.run_config.get(EXPERIMENT_KEY, "")
+    if isinstance(text, str) and text:
+        return from_json(text)
+    from fedbench.experiment.compose import compose_experiment
+
+    overrides = str(context.run_config.get(OVERRIDES_KEY, "") or "").split()
+    return compose_experiment(overrides)
+
+
+def make_server_app(experiment: Experiment | None = None) -> ServerApp:
+    app = ServerApp()
+
+    @app.main()
+    def main(grid: Grid, context: Context) -> None:
+        exp = experiment if experiment is not None else experiment_of(context)
+        run_server(grid, exp, Path(exp.output_dir))
+
+    return app
+
+
+app = make_server_app()

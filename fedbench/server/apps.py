@@ -1,0 +1,122 @@
+"""The server side of the app a run trains: fedbench's own, or a user's Flower app.
+
+The round loop is the same for both; what differs is where the initial
+model, the evaluation, the Flower strategy and the per-round train config
+come from, and whether the server can predict each device's cost before it
+trains. A subclass answers those; the server assembly (fedbench.server.app)
+asks.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+import torch
+from flwr.app import ArrayRecord, ConfigRecord
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
+
+from fedbench.experiment.build import build_algorithm, build_model, build_scenario
+from fedbench.experiment.schema import Experiment
+from fedbench.fleet import DeviceSpec
+from fedbench.ledger import Ledger
+from fedbench.protocol import ARRAYS
+from fedbench.scenarios.context import data_context
+from fedbench.scenarios.pretrain import pretrained_state
+from fedbench.server.capture import Captured, capture
+from fedbench.server.evaluation import (
+    AppEvaluation,
+    Evaluator,
+    FederatedEvaluation,
+    TestSplitEvaluation,
+)
+from fedbench.server.fleet_strategy import FleetStrategy
+from fedbench.server.fleet_view import FleetView
+
+
+class ServerSide(ABC):
+    arrays_key: str = ARRAYS  # the ArrayRecord's name in train messages
+
+    @abstractmethod
+    def initial_arrays(self) -> tuple[ArrayRecord, str]:
+        """The global model before round 1, and how it was made (for the console)."""
+
+    @abstractmethod
+    def algorithm(self) -> Strategy:
+        """The Flower strategy that builds messages and aggregates."""
+
+    @abstractmethod
+    def evaluator(self, grid: Grid, fleet: FleetStrategy, timeout_s: float) -> Evaluator: ...
+
+    def train_config(self) -> ConfigRecord:
+        """What every train message's config carries besides what the strategy adds."""
+        return ConfigRecord()
+
+    def predict(self, ledger: Ledger) -> list[str]:
+        """Fill the ledger's predictions; the devices predicted not to fit in memory."""
+        return []
+
+
+class OwnApp(ServerSide):
+    """fedbench's own model, data and training (no `app=`)."""
+
+    def __init__(self, experiment: Experiment, devices: tuple[DeviceSpec, ...]) -> None:
+        self.experiment = experiment
+        self.devices = devices
+        self.scenario = build_scenario(experiment)
+        self.ctx = data_context(experiment, len(devices))
+        self.model = build_model(experiment.model)
+
+    def initial_arrays(self) -> tuple[ArrayRecord, str]:
+        pretrain = self.scenario.pretrain
+        state, cached = pretrained_state(
+            self.experiment, pretrain, self.ctx, lambda: build_model(self.experiment.model)
+        )
+        self.model.load_state_dict(state)
+        how = "from cache" if cached else f"{pretrain.epochs} epochs"
+        return ArrayRecord(self.model.state_dict()), how
+
+    def algorithm(self) -> Strategy:
+        return build_algorithm(self.experiment)
+
+    def evaluator(self, grid: Grid, fleet: FleetStrategy, timeout_s: float) -> Evaluator:
+        return TestSplitEvaluation(self.model, self.ctx.splits.test)
+
+    def predict(self, ledger: Ledger) -> list[str]:
+        view = FleetView(self.devices, self.experiment)
+        view.predict(ledger, self.model, self.experiment, self.scenario, self.ctx)
+        return ledger.names(np.flatnonzero(ledger.pred_peak_mem_mb > ledger.mem_budget_mb))
+
+
+class UserApp(ServerSide):
+    """A user's Flower app (`app=`): what its ServerApp would have started with."""
+
+    def __init__(self, experiment: Experiment, devices: tuple[DeviceSpec, ...]) -> None:
+        assert experiment.app is not None
+        self.experiment = experiment
+        self.captured: Captured = capture(experiment.app, len(devices))
+        self.arrays_key = self.captured.arrays_key
+
+    def initial_arrays(self) -> tuple[ArrayRecord, str]:
+        return self.captured.arrays, "from the app's ServerApp"
+
+    def algorithm(self) -> Strategy:
+        # The strategy the app starts, unless the command line names one.
+        app = self.experiment.app
+        if self.captured.strategy is not None and app is not None and app.own_strategy:
+            return self.captured.strategy
+        return build_algorithm(self.experiment)
+
+    def evaluator(self, grid: Grid, fleet: FleetStrategy, timeout_s: float) -> Evaluator:
+        if self.captured.evaluate_fn is not None:
+            return AppEvaluation(self.captured.evaluate_fn)
+        return FederatedEvaluation(grid, fleet, self.captured.evaluate_config, timeout_s)
+
+    def train_config(self) -> ConfigRecord:
+        return ConfigRecord(dict(self.captured.train_config))
+
+
+def server_side(experiment: Experiment, devices: tuple[DeviceSpec, ...]) -> ServerSide:
+    torch.manual_seed(experiment.seed)
+    return OwnApp(experiment, devices) if experiment.app is None else UserApp(experiment, devices)

@@ -1,0 +1,151 @@
+"""Crash-safe runs: after every round, everything needed to continue, written atomically.
+
+`checkpoint.pt` in the run folder holds the loop's state (round, virtual
+clock, model version, global weights), the selector's state, the wrapped
+Flower strategy's state (server optimizer moments of FedAdam, FedAvgM's
+momentum, ...), the ledger (which carries the emulated devices' temperature
+and battery), RNG states and the run writer's counters with the byte length
+of rounds.csv. Only tensors and plain data are stored, and it is read back
+with `torch.load(weights_only=True)`: a checkpoint cannot run code. A run
+resumed from it continues after the last complete round and, with the same
+seed, produces the same records and accuracy as a run never interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from flwr.app import ArrayRecord
+
+from fedbench.errors import FedbenchError
+
+CHECKPOINT = "checkpoint.pt"
+FORMAT = 2
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    round: int  # the last complete round
+    now_s: float  # the virtual clock after it
+    model_version: int
+    arrays: dict[str, torch.Tensor]
+    selector: dict[str, Any]
+    algorithm: dict[str, Any]
+    ledger: dict[str, Any]
+    writer: dict[str, Any]
+    rng: dict[str, Any]
+
+
+def rng_state() -> dict[str, Any]:
+    kind, keys, pos, has_gauss, cached = np.random.get_state()  # type: ignore[misc]
+    return {
+        "python": _plain(random.getstate()),
+        "numpy": [kind, np.asarray(keys).copy(), pos, has_gauss, cached],
+        "torch": torch.get_rng_state(),
+    }
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+
+
+def export_data(obj: object) -> dict[str, Any]:
+    """The data attributes of an object (arrays, numbers, records, lists and dicts of them).
+
+    Used for a Flower strategy's state, whose attributes fedbench does not
+    know in advance: callables and other objects are configuration, skipped.
+    """
+    out: dict[str, Any] = {}
+    for name, value in vars(obj).items():
+        try:
+            encode(value)
+        except TypeError:
+            continue
+        out[name] = value
+    return out
+
+
+def import_data(obj: object, state: Mapping[str, Any]) -> None:
+    for name, value in state.items():
+        setattr(obj, name, value)
+
+
+def encode(value: Any) -> Any:
+    """Plain data and numpy arrays as what `torch.load(weights_only=True)` reads back."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, np.ndarray):
+        return {"__ndarray__": torch.from_numpy(np.ascontiguousarray(value).copy())}
+    if isinstance(value, ArrayRecord):
+        return {
+            "__arrayrecord__": {k: torch.from_numpy(v.numpy().copy()) for k, v in value.items()}
+        }
+    if isinstance(value, (list, tuple)):
+        return [encode(v) for v in value]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {"__dict__": {k: encode(v) for k, v in value.items()}}
+    if isinstance(value, torch.Tensor):
+        return {"__tensor__": value}
+    raise TypeError(type(value).__name__)
+
+
+def decode(value: Any) -> Any:
+    if isinstance(value, dict):
+        if "__ndarray__" in value:
+            return value["__ndarray__"].numpy()
+        if "__arrayrecord__" in value:
+            return ArrayRecord({k: v for k, v in value["__arrayrecord__"].items()})
+        if "__tensor__" in value:
+            return value["__tensor__"]
+        return {k: decode(v) for k, v in value["__dict__"].items()}
+    if isinstance(value, list):
+        return [decode(v) for v in value]
+    return value
+
+
+def _plain(value: Any) -> Any:
+    return [_plain(v) for v in value] if isinstance(value, (list, tuple)) else value
+
+
+def save(run_dir: Path, ckpt: Checkpoint) -> None:
+    path = run_dir / CHECKPOINT
+    tmp = path.with_suffix(".pt.tmp")
+    with tmp.open("wb") as f:
+        torch.save({"format": FORMAT, **{k: encode(v) for k, v in ckpt.__dict__.items()}}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)  # a kill leaves either the old or the new checkpoint, whole
+
+
+def load(run_dir: Path) -> Checkpoint | None:
+    path = run_dir / CHECKPOINT
+    if not path.exists():
+        return None
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is the same user-facing problem
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise FedbenchError(
+            f"{path} is not a readable fedbench checkpoint ({first[:200]}); only tensors and "
+            "plain data load, nothing that could run code"
+        ) from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise FedbenchError(f"{path} is not a fedbench checkpoint of format {FORMAT}")
+    data.pop("format")
+    try:
+        return Checkpoint(**{k: decode(v) for k, v in data.items()})
+    except TypeError as exc:
+        raise FedbenchError(
+            f"{path} is not a fedbench checkpoint of format {FORMAT} ({exc})"
+        ) from None

@@ -1,0 +1,91 @@
+"""How the global model is scored after an evaluation round.
+
+- `TestSplitEvaluation`: fedbench's own app - the model on the held-out test
+  split, on the server (accuracy, loss);
+- `AppEvaluation`: a user's app whose ServerApp passes `evaluate_fn` to its
+  strategy (Flower's central evaluation): that function, unchanged;
+- `FederatedEvaluation`: the wrapped Flower strategy's own evaluation round
+  on the round's devices (its `configure_evaluate` / `aggregate_evaluate`),
+  for apps that evaluate on the clients (Flower's quickstarts);
+- `NoEvaluation`: nothing to score with.
+
+Each returns the metrics by name; `accuracy` and `loss` are found under the
+names Flower apps commonly use.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+
+from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
+from flwr.serverapp import Grid
+from torch import nn
+
+from fedbench.data.source import Tensors
+from fedbench.server.fleet_strategy import FleetStrategy
+from fedbench.train.loop import evaluate
+
+ACCURACY_KEYS: tuple[str, ...] = ("accuracy", "eval_acc", "eval_accuracy", "acc", "test_acc")
+LOSS_KEYS: tuple[str, ...] = ("loss", "eval_loss", "test_loss", "centralized_loss")
+
+
+class Evaluator(ABC):
+    @abstractmethod
+    def __call__(self, server_round: int, arrays: ArrayRecord) -> dict[str, float]: ...
+
+
+class NoEvaluation(Evaluator):
+    def __call__(self, server_round: int, arrays: ArrayRecord) -> dict[str, float]:
+        return {}
+
+
+class TestSplitEvaluation(Evaluator):
+    def __init__(self, model: nn.Module, test: Tensors) -> None:
+        self.model = model
+        self.test = test
+
+    def __call__(self, server_round: int, arrays: ArrayRecord) -> dict[str, float]:
+        self.model.load_state_dict(arrays.to_torch_state_dict())
+        loss, accuracy = evaluate(self.model, self.test)
+        return {"accuracy": accuracy, "loss": loss}
+
+
+class AppEvaluation(Evaluator):
+    def __init__(self, evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None]) -> None:
+        self.evaluate_fn = evaluate_fn
+
+    def __call__(self, server_round: int, arrays: ArrayRecord) -> dict[str, float]:
+        return _numbers(self.evaluate_fn(server_round, arrays))
+
+
+class FederatedEvaluation(Evaluator):
+    def __init__(self, grid: Grid, fleet: FleetStrategy, config: ConfigRecord, timeout_s: float):
+        self.grid = grid
+        self.fleet = fleet
+        self.config = config
+        self.timeout_s = timeout_s
+
+    def __call__(self, server_round: int, arrays: ArrayRecord) -> dict[str, float]:
+        config = ConfigRecord(dict(self.config))
+        messages = list(self.fleet.configure_evaluate(server_round, arrays, config, self.grid))
+        if not messages:
+            return {}
+        replies = self.grid.send_and_receive(messages, timeout=self.timeout_s)
+        good = [r for r in replies if not r.has_error()]
+        return _numbers(self.fleet.aggregate_evaluate(server_round, good) if good else None)
+
+
+def _numbers(metrics: Mapping[str, object] | None) -> dict[str, float]:
+    if not metrics:
+        return {}
+    return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
+
+
+def accuracy_of(metrics: Mapping[str, float]) -> float:
+    return next((metrics[k] for k in ACCURACY_KEYS if k in metrics), math.nan)
+
+
+def loss_of(metrics: Mapping[str, float]) -> float:
+    return next((metrics[k] for k in LOSS_KEYS if k in metrics), math.nan)

@@ -1,0 +1,185 @@
+"""Device selection composed with any Flower strategy: selection is fedbench's, the rest Flower's.
+
+`FleetStrategy` wraps a Flower strategy (`algorithm=`: FedAvg, FedProx,
+FedAdam, FedMedian, Krum, ... from `flwr.serverapp.strategy`, or the one a
+user's app names) the way Flower's DP wrappers wrap one
+(`DifferentialPrivacyServerSideFixedClipping`): it is a Strategy itself and
+delegates what it does not change.
+
+- `configure_train`: fedbench's selector (`strategy=`, strategies/) picks
+  the devices from the ledger at the virtual clock; the wrapped strategy
+  then builds its messages as if the grid had exactly those devices (so
+  FedProx adds its `proximal-mu`, FedAvg its `server-round`); each message
+  gets the `fedbench` task record and is routed to the node that carries
+  the device (fedbench.server.seating).
+- `aggregate_train` / `configure_evaluate` / `aggregate_evaluate`: the
+  wrapped strategy's, on the updates the round loop accepted.
+
+Clients must send what the wrapped strategy aggregates (one ArrayRecord,
+`metrics` with `num-examples`); fedbench's device mod adds the RoundReport.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
+
+from fedbench.errors import FedbenchError
+from fedbench.fleet import DeviceSpec
+from fedbench.ledger import Ledger
+from fedbench.protocol import TASK, TrainTask
+from fedbench.scenarios.base import RoundSpec
+from fedbench.server.offer import Offer, TooFewDevices
+from fedbench.server.replies import Sent
+from fedbench.server.seating import Seating
+from strategies.base import SelectionStrategy
+
+
+@dataclass(frozen=True)
+class RoundStart:
+    spec: RoundSpec
+    now_s: float  # virtual time the round starts
+    model_version: int  # version of the global model it sends
+
+
+class FleetStrategy(Strategy):
+    def __init__(
+        self,
+        inner: Strategy,
+        selector: SelectionStrategy,
+        ledger: Ledger,
+        seating: Seating,
+        experiment_json: str,
+        kinds: tuple[str, ...],
+    ) -> None:
+        self.inner = inner
+        self.selector = selector
+        self.ledger = ledger
+        self.seating = seating
+        self.experiment_json = experiment_json
+        self.kinds = kinds  # per device: the meter kind its node reports (emulated, physical, host)
+        self.round_start: RoundStart | None = None
+        self.picked: list[int] = []
+        self.sent: list[Sent] = []
+        self.skipped = ""  # why a round trained nobody, if it did not
+
+    def begin_round(self, start: RoundStart) -> None:
+        """The round about to be configured (the loop calls this before configure_train)."""
+        self.round_start = start
+        self.picked = [
+            int(i) for i in self.selector.select(self.ledger, start.spec.round, start.now_s)
+        ]
+        self.sent = []
+        self.skipped = "" if self.picked else "no eligible device (availability, memory)"
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        start = self._started(server_round)
+        messages = self._from_inner(
+            lambda offer: self.inner.configure_train(server_round, arrays, config, offer)
+        )
+        routed = self._route(messages, start, with_state=True)
+        self.sent = [
+            Sent(device, msg, self.kinds[device.index], start.now_s, start.model_version, 0.0)
+            for device, msg in routed
+        ]
+        return [msg for _, msg in routed]
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        return self.inner.aggregate_train(server_round, replies)
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Federated evaluation on the round's devices, if the wrapped strategy asks for it."""
+        start = self.round_start
+        if start is None or start.spec.round != server_round:
+            return []  # before round 1 no device has been picked to evaluate on
+        messages = self._from_inner(
+            lambda offer: self.inner.configure_evaluate(server_round, arrays, config, offer)
+        )
+        return [msg for _, msg in self._route(messages, start, with_state=False)]
+
+    def _route(
+        self, messages: list[Message], start: RoundStart, with_state: bool
+    ) -> list[tuple[DeviceSpec, Message]]:
+        """Each wrapped-strategy message, with its task record, to the node of its device."""
+        out = []
+        for slot, msg in enumerate(messages):
+            device = self.ledger.devices[Offer.device_of(msg)]
+            task = TrainTask(
+                round=start.spec.round,
+                day=start.spec.day,
+                device_index=device.index,
+                device=device.name,
+                now_s=start.now_s,
+                model_version=start.model_version,
+                state=self.ledger.state(device.index) if with_state else None,
+            )
+            content = RecordDict(dict(msg.content))
+            content[TASK] = task.to_record(self.experiment_json)
+            routed = Message(
+                content=content,
+                dst_node_id=self.seating.node_for(device.index, slot),
+                message_type=msg.metadata.message_type,
+            )
+            out.append((device, routed))
+        return out
+
+    def aggregate_evaluate(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> MetricRecord | None:
+        return self.inner.aggregate_evaluate(server_round, replies)
+
+    def summary(self) -> None:
+        self.inner.summary()
+
+    def _started(self, server_round: int) -> RoundStart:
+        start = self.round_start
+        if start is None or start.spec.round != server_round:
+            raise RuntimeError("FleetStrategy.begin_round must be called for each round first")
+        return start
+
+    def _from_inner(self, configure: object) -> list[Message]:
+        """The wrapped strategy's messages for an offer of exactly the picked devices."""
+        if not self.picked:
+            return []
+        wants = _minimum(self.inner)
+        if wants > len(self.picked):
+            self.skipped = (
+                f"the Flower strategy (algorithm=) waits for more than the {len(self.picked)} "
+                f"device(s) picked this round (it needs {wants})"
+            )
+            return []
+        offer = Offer(self.picked)
+        try:
+            messages = list(configure(offer))  # type: ignore[operator]
+        except TooFewDevices as exc:
+            self.skipped = str(exc)
+            return []
+        return sorted(messages, key=Offer.device_of)
+
+
+def _minimum(inner: Strategy) -> int:
+    """The fewest nodes the strategy samples from (Flower's min_* settings), if it says."""
+    values = [getattr(inner, k, 0) for k in ("min_available_nodes", "min_train_nodes")]
+    return max([v for v in values if isinstance(v, int)], default=0)
+
+
+def check_minimums(inner: Strategy, clients_per_round: int) -> None:
+    """Refuse a wrapped strategy that could never sample from the devices fedbench offers."""
+    for key in ("min_available_nodes", "min_train_nodes"):
+        value = getattr(inner, key, None)
+        if isinstance(value, int) and value > clients_per_round:
+            raise FedbenchError(
+                f"algorithm.{key}={value} but strategy.clients_per_round={clients_per_round}: "
+                f"the Flower strategy samples from the devices fedbench picks each round; "
+                f"set algorithm.{key} <= {clients_per_round}"
+            )

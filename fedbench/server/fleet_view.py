@@ -1,0 +1,90 @@
+"""What the server knows of each device before and between its rounds.
+
+From the profiles alone: predicted round latency, energy, peak memory and
+communication time for this experiment's workload (so strategies can rank
+devices never seen), the first thermal trip point, and availability from
+each profile's daily pattern at the virtual clock. Predictions are for the
+memory plan the device would pick (fedbench.train.round_plan; budget at
+virtual time 0). Host and physical devices have no profile: their
+predictions stay NaN and they are always available.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from torch import nn
+
+from fedbench.devices.emulated_meter import EmulatedMeter
+from fedbench.devices.meter import TrainJob
+from fedbench.devices.meters import PROFILELESS
+from fedbench.devices.network import comm_time_s, is_available
+from fedbench.devices.profile import DeviceProfile, load_profile
+from fedbench.experiment.build import workload_optimizer
+from fedbench.experiment.schema import Experiment
+from fedbench.fleet import DeviceSpec
+from fedbench.ledger import Ledger
+from fedbench.scenarios.base import Scenario
+from fedbench.scenarios.context import DataContext
+from fedbench.train.loop import step_sizes
+from fedbench.train.round_plan import plan_round
+
+
+class FleetView:
+    def __init__(self, devices: tuple[DeviceSpec, ...], experiment: Experiment) -> None:
+        names = np.array([d.profile for d in devices])
+        self.groups: dict[str, np.ndarray] = {
+            p: np.flatnonzero(names == p)
+            for p in dict.fromkeys(names.tolist())
+            if p not in PROFILELESS
+        }
+        self.profiles: dict[str, DeviceProfile] = {p: load_profile(p) for p in self.groups}
+        self.knobs = dict(experiment.fleet.knobs)
+        self.optimizer = workload_optimizer(experiment.train)
+
+    def predict(
+        self,
+        ledger: Ledger,
+        model: nn.Module,
+        experiment: Experiment,
+        scenario: Scenario,
+        ctx: DataContext,
+    ) -> None:
+        """Fill the ledger's pred_* arrays: one emulation per profile, scaled per device.
+
+        A device's round is ~linear in its number of optimizer steps, so the
+        profile's cost for a reference device is scaled by each device's
+        expected examples instead of emulating 100,000 devices one by one.
+        """
+        train = experiment.train
+        batch, epochs, mode = train.batch_size, train.local_epochs, train.memory_planner
+        model_bytes = sum(v.numel() * v.element_size() for v in model.state_dict().values())
+        shape = experiment.model.input_shape
+        for name, idx in self.groups.items():
+            profile = self.profiles[name]
+            examples = np.array([scenario.expected_examples(ctx, int(i)) for i in idx], float)
+            ref = max(int(examples[0]), 1)
+            job = TrainJob(
+                experiment.model.name,
+                shape,
+                step_sizes(ref, batch, epochs),
+                model_bytes,
+                0.0,
+                None,
+            )
+            meter = EmulatedMeter.from_config(profile, self.knobs)
+            meter.optimizer = self.optimizer
+            # The plan the device will run (train.memory_planner), so a device
+            # that fits with micro-batches or checkpointing is not predicted oom.
+            em = meter.emulate(model, plan_round(model, job, meter, mode).job)
+            scale = examples / ref
+            ledger.pred_peak_mem_mb[idx] = em.peak_mem_mb
+            ledger.mem_budget_mb[idx] = em.mem_budget_mb
+            ledger.pred_latency_s[idx] = em.latency_s * scale if em.status == "ok" else np.inf
+            ledger.pred_energy_j[idx] = em.energy_j * scale if em.status == "ok" else np.inf
+            ledger.pred_comm_s[idx] = comm_time_s(profile, model_bytes)
+            trips = profile.thermal.trips
+            ledger.throttle_temp_c[idx] = trips[0].temp_c if trips else profile.thermal.critical_c
+
+    def update_availability(self, ledger: Ledger, now_s: float) -> None:
+        for name, idx in self.groups.items():
+            ledger.available[idx] = is_available(self.profiles[name], now_s)
