@@ -13,9 +13,10 @@ unprofiled device.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from flwr.app import ConfigRecord
+from flwr.app import ConfigRecord, RecordDict
 
 from fedbench.devices.meter import DeviceState
 from fedbench.errors import FedbenchError
@@ -24,6 +25,9 @@ from fedbench.experiment.codec import EXPERIMENT_KEY
 TASK = "fedbench"  # the ConfigRecord fedbench adds to a train (or evaluate) message
 REPORT = "fedbench-report"  # the RoundReport in a reply (fedbench.report.records)
 STATE = "fedbench-state"  # the device's emulated state after the round
+ERROR = "fedbench-error"  # why one device of a several-device call produced no reply
+# A reply for several devices holds each device's records as "<device index>:<name>".
+GROUP_SEPARATOR = ":"
 ARRAYS = "arrays"  # Flower's default ArrayRecord key (FedAvg's arrayrecord_key)
 METRICS = "metrics"  # the MetricRecord of a reply (Flower's convention)
 NUM_EXAMPLES = "num-examples"  # the key Flower's strategies weight by
@@ -44,38 +48,73 @@ class TrainTask:
     model_version: int  # the global model version sent (aggregations so far)
     state: DeviceState | None  # last emulated state (None: the device's first round)
 
-    def to_record(self, experiment_json: str) -> ConfigRecord:
-        state = self.state or DeviceState(math.nan, math.nan, math.nan)
-        return ConfigRecord(
-            {
-                EXPERIMENT_KEY: experiment_json,
-                "round": self.round,
-                "day": self.day,
-                "device-index": self.device_index,
-                "device": self.device,
-                "now-s": self.now_s,
-                "model-version": self.model_version,
-                "state-temp-c": state.temp_c,
-                "state-battery-pct": state.battery_pct,
-                "state-time-s": state.time_s,
-            }
-        )
 
-    @classmethod
-    def from_record(cls, record: ConfigRecord) -> TrainTask:
-        try:
-            state = state_from(record, "state-")
-            return cls(
-                round=int(record["round"]),  # type: ignore[arg-type]
-                day=int(record["day"]),  # type: ignore[arg-type]
-                device_index=int(record["device-index"]),  # type: ignore[arg-type]
-                device=str(record["device"]),
-                now_s=float(record["now-s"]),  # type: ignore[arg-type]
-                model_version=int(record["model-version"]),  # type: ignore[arg-type]
-                state=state,
+def tasks_record(tasks: Sequence[TrainTask], experiment_json: str) -> ConfigRecord:
+    """The `fedbench` record of a message for one device, or for several (one worker call).
+
+    The devices of one message share the round, the clock and the model version;
+    per-device fields are lists, in the order of `device-index`.
+    """
+    if not tasks:
+        raise ValueError("a fedbench message names at least one device")
+    first = tasks[0]
+    states = [t.state or DeviceState(math.nan, math.nan, math.nan) for t in tasks]
+    return ConfigRecord(
+        {
+            EXPERIMENT_KEY: experiment_json,
+            "round": first.round,
+            "day": first.day,
+            "now-s": first.now_s,
+            "model-version": first.model_version,
+            "device-index": [t.device_index for t in tasks],
+            "device": [t.device for t in tasks],
+            "state-temp-c": [s.temp_c for s in states],
+            "state-battery-pct": [s.battery_pct for s in states],
+            "state-time-s": [s.time_s for s in states],
+        }
+    )
+
+
+def tasks_from(record: ConfigRecord) -> list[TrainTask]:
+    """The devices a `fedbench` record names, with their tasks."""
+    try:
+        indices = list(record["device-index"])  # type: ignore[arg-type]
+        names = list(record["device"])  # type: ignore[arg-type]
+        temps = list(record["state-temp-c"])  # type: ignore[arg-type]
+        batteries = list(record["state-battery-pct"])  # type: ignore[arg-type]
+        times = list(record["state-time-s"])  # type: ignore[arg-type]
+        if not indices or not len(indices) == len(names) == len(temps) == len(batteries) == len(
+            times
+        ):
+            raise ValueError("per-device lists of different lengths")
+        tasks = []
+        for i, name, temp, battery, at in zip(indices, names, temps, batteries, times, strict=True):
+            state = DeviceState(float(temp), float(battery), float(at))  # type: ignore[arg-type]
+            tasks.append(
+                TrainTask(
+                    round=int(record["round"]),  # type: ignore[arg-type]
+                    day=int(record["day"]),  # type: ignore[arg-type]
+                    device_index=int(i),  # type: ignore[call-overload]
+                    device=str(name),
+                    now_s=float(record["now-s"]),  # type: ignore[arg-type]
+                    model_version=int(record["model-version"]),  # type: ignore[arg-type]
+                    state=None if math.isnan(state.time_s) else state,
+                )
             )
-        except (KeyError, TypeError, ValueError) as exc:
-            raise FedbenchError(f"malformed server message: bad train task ({exc})") from None
+        return tasks
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FedbenchError(f"malformed server message: bad train task ({exc})") from None
+
+
+def group_key(device_index: int, name: str) -> str:
+    """A record's name in a reply for several devices."""
+    return f"{device_index}{GROUP_SEPARATOR}{name}"
+
+
+def ungroup(content: RecordDict, device_index: int) -> RecordDict:
+    """One device's records out of a reply for several devices."""
+    prefix = group_key(device_index, "")
+    return RecordDict({k[len(prefix) :]: v for k, v in content.items() if k.startswith(prefix)})
 
 
 def state_record(state: DeviceState) -> ConfigRecord:

@@ -59,7 +59,7 @@ def train_message(
 
     from fedbench.experiment.codec import to_json
     from fedbench.fleet import expand_fleet
-    from fedbench.protocol import TASK, TrainTask
+    from fedbench.protocol import TASK, TrainTask, tasks_record
 
     task_identity()
     device = expand_fleet(experiment.fleet)[device_index]
@@ -68,7 +68,7 @@ def train_message(
         {
             "arrays": arrays,
             "config": ConfigRecord(config or {}),
-            TASK: task.to_record(to_json(experiment)),
+            TASK: tasks_record([task], to_json(experiment)),
         }
     )
     return Message(content, dst_node_id=1, message_type=MessageType.TRAIN)

@@ -20,6 +20,7 @@ from flwr.clientapp import ClientApp
 
 from fedbench.client import handler
 from fedbench.client.faults import fault_mod
+from fedbench.client.group import group_mod
 from fedbench.client.mod import DeclaredDeviceMod, device_mod
 from fedbench.client.seat import seat_of
 from fedbench.experiment.app import AppConfig
@@ -52,7 +53,8 @@ def _dispatch(msg: Message, context: Context) -> Message:
     return target(msg, context)
 
 
-app = ClientApp()
+# Outermost: a message for several devices becomes one call per device (group_mod).
+app = ClientApp(mods=[group_mod])
 app.train()(_dispatch)
 app.evaluate()(_dispatch)
 app.query()(_dispatch)

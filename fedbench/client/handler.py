@@ -6,26 +6,37 @@ scenario, asks the memory planner for a plan that fits the device's budget
 (the seat's meter), trains for real and reports the cost through
 `seat.measure`. What the Flower strategy sends in the message's config is
 honoured: `proximal-mu` (FedProx) adds the proximal term to local training.
-A worker keeps its model, scenario and data context between messages.
+A worker keeps its model, scenario and data context between messages. When
+one call carries several devices (fedbench.client.group), those that can
+train together do so in one vmapped pass if that is measured to be faster
+(fedbench.train.batched); each device is still metered and reported alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from torch import nn
 
-from fedbench.client.seat import Seat, current_seat
+from fedbench.client.group import current_group
+from fedbench.client.seat import Seat, current_seat, seat_of
+from fedbench.data.source import Tensors
+from fedbench.devices.emulated_meter import EmulatedMeter
 from fedbench.devices.meter import TrainJob
 from fedbench.errors import FedbenchError
 from fedbench.experiment.build import build_model, build_scenario
 from fedbench.experiment.schema import Experiment, ModelConfig
 from fedbench.protocol import METRICS, NUM_EXAMPLES
 from fedbench.scenarios.context import data_context
+from fedbench.train.batched import batchable, batching_pays, train_batched
 from fedbench.train.loop import TrainParams, step_sizes, train_local
-from fedbench.train.round_plan import plan_round
+from fedbench.train.plans import FULL
+from fedbench.train.round_plan import RoundPlan, plan_round
 
 PROXIMAL_MU = "proximal-mu"  # FedProx's key in the train config (flwr.serverapp.strategy.FedProx)
 
@@ -38,7 +49,7 @@ def train(msg: Message, context: Context) -> Message:
     model = _model(seat.experiment.model)
     model.load_state_dict(arrays.to_torch_state_dict())
     params = train_params(seat.experiment, _config(msg))
-    loss, trained, n = _train(seat, model, params)
+    loss, trained, n = _train(seat, model, params, context)
     content = RecordDict(
         {METRICS: MetricRecord({NUM_EXAMPLES: n if trained else 0, "train_loss": _finite(loss)})}
     )
@@ -64,7 +75,27 @@ def train_params(experiment: Experiment, config: ConfigRecord | None) -> TrainPa
     )
 
 
-def _train(seat: Seat, model: nn.Module, params: TrainParams) -> tuple[float | None, bool, int]:
+@dataclass(frozen=True)
+class Prepared:
+    """A device's round before it trains: its data, memory plan and seed."""
+
+    seat: Seat
+    data: Tensors
+    plan: RoundPlan
+    seed: int
+
+    def batchable(self, model: nn.Module) -> bool:
+        """Trained in a plain loop of full batches on an emulated device that fits."""
+        meter = self.seat.meter
+        return (
+            self.plan.job.plan == FULL
+            and self.plan.adapt is None
+            and isinstance(meter, EmulatedMeter)
+            and meter.emulate(model, self.plan.job).status == "ok"
+        )
+
+
+def _prepare(seat: Seat, model: nn.Module, params: TrainParams) -> Prepared:
     experiment, task = seat.experiment, seat.task
     ctx = data_context(experiment, seat.num_devices)
     data = build_scenario(experiment).device_data(ctx, task.device_index, task.day)
@@ -79,14 +110,79 @@ def _train(seat: Seat, model: nn.Module, params: TrainParams) -> tuple[float | N
     seed = experiment.seed * 1_000_003 + task.round * 10_007 + task.device_index
     # The memory plan for the device's budget (fedbench.train.round_plan).
     rp = plan_round(model, job, seat.meter, experiment.train.memory_planner)
+    return Prepared(seat, data, rp, seed)
+
+
+def _train(
+    seat: Seat, model: nn.Module, params: TrainParams, context: Context
+) -> tuple[float | None, bool, int]:
+    prepared = _prepare(seat, model, params)
+    rp, data, seed = prepared.plan, prepared.data, prepared.seed
+    done = _from_batch(prepared, model, params, context)
+
+    def run() -> float:
+        if done is None:
+            return train_local(model, data, params, seed, plan=rp.job.plan, adapt=rp.adapt)
+        model.load_state_dict(done.state)
+        return done.loss
+
     torch.manual_seed(seed)
-    loss, cost = seat.measure(
-        model,
-        rp.job,
-        lambda: train_local(model, data, params, seed, plan=rp.job.plan, adapt=rp.adapt),
-    )
-    seat.measured.cost = rp.explain(cost)
-    return loss, loss is not None and seat.measured.cost.status == "ok", len(data)
+    loss, cost = seat.measure(model, rp.job, run)
+    cost = rp.explain(cost)
+    if done is not None:  # never silently: the plan column says the step was batched
+        cost = dataclasses.replace(cost, plan=f"{cost.plan} vmap{done.devices}")
+    seat.measured.cost = cost
+    return loss, loss is not None and cost.status == "ok", len(data)
+
+
+@dataclass(frozen=True)
+class Batched:
+    state: dict[str, torch.Tensor]
+    loss: float
+    devices: int  # trained together
+
+
+_BATCH: dict[str, dict[int, Batched]] = {}  # the current group's results, by device index
+
+
+def _from_batch(
+    prepared: Prepared, model: nn.Module, params: TrainParams, context: Context
+) -> Batched | None:
+    """This device's training from its group's batched pass, if the group was batched.
+
+    The first device of a group (fedbench.client.group) prepares every device
+    of it, and trains those that can train together in one vmapped pass
+    (fedbench.train.batched) when that is measured to be faster here; each
+    device's own call then takes its result. `model` holds the global weights.
+    """
+    group = current_group()
+    if len(group) < 2:
+        return None
+    key = group[0].metadata.message_id or str(id(group))
+    if key not in _BATCH:
+        _BATCH.clear()
+        _BATCH[key] = _train_group(group, model, params, context)
+    return _BATCH[key].get(prepared.seat.device.index)
+
+
+def _train_group(
+    group: Sequence[Message], model: nn.Module, params: TrainParams, context: Context
+) -> dict[int, Batched]:
+    ready = []
+    for msg in group:
+        seat = seat_of(msg, context)
+        if seat is not None:
+            prepared = _prepare(seat, model, params)
+            if prepared.batchable(model):
+                ready.append(prepared)
+    datas = [p.data for p in ready]
+    if not batchable(model, datas, params) or not batching_pays(model, datas, params):
+        return {}
+    results = train_batched(model, datas, params, [p.seed for p in ready])
+    return {
+        p.seat.device.index: Batched(state, loss, len(ready))
+        for p, (state, loss) in zip(ready, results, strict=True)
+    }
 
 
 @functools.lru_cache(maxsize=2)

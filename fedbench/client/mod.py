@@ -23,20 +23,23 @@ fedbench record pass through untouched.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
+import os
+import socket
+import sys
 import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import torch
 from flwr.app import ArrayRecord, Context, Message, MessageType, RecordDict
 from flwr.clientapp.typing import ClientAppCallable
 
+from fedbench.client.caps import capped, out_of_memory
 from fedbench.client.seat import Seat, seat_of, seated
 from fedbench.devices.meter import Cost, WatchJob
-from fedbench.experiment.build import build_runtime
 from fedbench.protocol import LOSS_KEYS, METRICS, NUM_EXAMPLES, REPORT, STATE, TASK, state_record
 from fedbench.report.records import CSV_FIELDS, RoundReport, to_record
 
@@ -58,9 +61,8 @@ class DeviceMod:
         seat = seat_of(msg, context)
         if seat is None:
             return call_next(msg, context)
-        del msg.content[TASK]
-        with seated(seat), _as_device(context, seat):
-            torch.set_num_threads(build_runtime(seat.experiment).client_cpus)
+        msg = _without_task(msg)
+        with seated(seat), _as_device(context, seat), capped(seat):
             if msg.metadata.message_type.split(".")[0] != MessageType.TRAIN:
                 return call_next(msg, context)
             return self._train(seat, msg, context, call_next)
@@ -74,12 +76,15 @@ class DeviceMod:
         except Exception as exc:  # noqa: BLE001 - a device failure is data, reported with its reason
             traceback.print_exc()
             reply = Message(RecordDict(), reply_to=msg)
-            cost = Cost(status="failed", reason=f"{type(exc).__name__}: {exc}")
+            status = "oom" if out_of_memory(exc) else "failed"
+            cost = Cost(status=status, reason=f"{type(exc).__name__}: {exc}")
         if cost.status != "ok":  # the device could not have produced this update
             for key in list(reply.content.array_records):
                 del reply.content[key]
         report = _report(seat, cost, reply)
-        report = dataclasses.replace(report, host_wall_s=time.perf_counter() - start)
+        report = dataclasses.replace(
+            report, host_wall_s=time.perf_counter() - start, worker=worker_name()
+        )
         reply.content[REPORT] = to_record(report)
         if cost.state_after is not None:
             reply.content[STATE] = state_record(cost.state_after)
@@ -134,6 +139,25 @@ def _as_device(context: Context, seat: Seat) -> Iterator[None]:
         context.node_config.update(saved[0])
         context.run_config.clear()
         context.run_config.update(saved[1])
+
+
+def _without_task(msg: Message) -> Message:
+    """The message as the Flower strategy built it: fedbench's record taken out.
+
+    A new message with the same metadata (the app replies to it as to the
+    original); the original stays whole for whoever else reads it (the group).
+    """
+    content = RecordDict({k: v for k, v in msg.content.items() if k != TASK})
+    return Message(metadata=copy.copy(msg.metadata), content=content)  # type: ignore[call-overload]
+
+
+def worker_name() -> str:
+    """Where the training ran: host and process, and the Ray node inside a Ray worker."""
+    name = f"{socket.gethostname()}:{os.getpid()}"
+    ray = sys.modules.get("ray")  # never imported here: a device without Ray has none
+    if ray is not None and ray.is_initialized():
+        name += f"@{ray.get_runtime_context().get_node_id()[:8]}"
+    return name
 
 
 def _array_bytes(msg: Message) -> int:

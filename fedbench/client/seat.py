@@ -28,7 +28,7 @@ from fedbench.experiment.build import workload_optimizer
 from fedbench.experiment.codec import EXPERIMENT_KEY, from_json
 from fedbench.experiment.schema import Experiment
 from fedbench.fleet import DeviceSpec, expand_fleet
-from fedbench.protocol import TASK, TrainTask
+from fedbench.protocol import TASK, TrainTask, tasks_from
 from fedbench.report.records import RoundReport
 
 # Node config keys of a physical device (python -m fedbench.device).
@@ -107,7 +107,13 @@ def seat_of(msg: Message, context: Context) -> Seat | None:
     if not isinstance(text, str):
         raise FedbenchError(f"malformed server message: no '{EXPERIMENT_KEY}' in '{TASK}'")
     experiment = from_json(text)
-    task = TrainTask.from_record(record)
+    tasks = tasks_from(record)
+    if len(tasks) != 1:
+        raise FedbenchError(
+            f"a message for {len(tasks)} devices reached the device mod; the group mod "
+            "(fedbench.client.group) splits it first"
+        )
+    task = tasks[0]
     devices = expand_fleet(experiment.fleet)
     if not 0 <= task.device_index < len(devices) or devices[task.device_index].name != task.device:
         raise FedbenchError(

@@ -1,4 +1,4 @@
-"""Partition the device pool across devices: IID or label-skewed (Dirichlet).
+"""Partition the device pool across devices: IID, label-skewed (Dirichlet), or sampled.
 
 - "iid": a seeded shuffle cut into near-equal parts (sizes differ by <= 1).
 - "dirichlet": for every class, proportions p ~ Dir(alpha * 1) over the
@@ -6,13 +6,21 @@
   scheme of Hsu et al. 2019, used by NIID-Bench and Flower Datasets). Small
   alpha gives each device few classes; large alpha approaches IID. Draws are
   repeated until every partition holds at least `min_size` examples.
+- "sampled": for fleets larger than the data (100,000 phones over a pool of
+  a thousand images), each device holds `size` examples drawn without
+  replacement from the whole pool, seeded by (seed, device): devices
+  overlap, as FedScale's clients over a shared data set do. A device's
+  indices are drawn when it is first asked for, so a fleet costs no memory
+  up front.
 
 Schemes are looked up in `SCHEMES`, so adding one is adding a function.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
+from collections.abc import Callable, Sequence
+from typing import overload
 
 import numpy as np
 
@@ -58,8 +66,45 @@ def _dirichlet(
     )
 
 
+class SampledPartitions(Sequence[np.ndarray]):
+    """Each device's `size` examples of the pool, drawn on demand, seeded by (seed, device)."""
+
+    def __init__(self, pool_size: int, num_partitions: int, size: int, seed: int) -> None:
+        self.pool_size = pool_size
+        self.num_partitions = num_partitions
+        self.size = size
+        self.seed = seed
+
+    def __len__(self) -> int:
+        return self.num_partitions
+
+    @overload
+    def __getitem__(self, i: int) -> np.ndarray: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[np.ndarray]: ...
+    def __getitem__(self, i: int | slice) -> np.ndarray | Sequence[np.ndarray]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.num_partitions))]
+        if not -self.num_partitions <= i < self.num_partitions:
+            raise IndexError(i)
+        return self._draw(i % self.num_partitions)
+
+    @functools.lru_cache(maxsize=4096)  # noqa: B019 - bounded; one sequence per data context
+    def _draw(self, device: int) -> np.ndarray:
+        rng = np.random.default_rng([self.seed, device, 0x5A3])
+        return np.sort(rng.choice(self.pool_size, size=self.size, replace=False)).astype(np.int64)
+
+
+def sizes(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """How many examples each partition holds (without drawing sampled ones)."""
+    if isinstance(parts, SampledPartitions):
+        return np.full(len(parts), parts.size, dtype=np.int64)
+    return np.array([len(p) for p in parts], dtype=np.int64)
+
+
 Scheme = Callable[[np.ndarray, int, float, int, np.random.Generator], list[np.ndarray]]
 SCHEMES: dict[str, Scheme] = {"iid": _iid, "dirichlet": _dirichlet}
+SAMPLED = "sampled"
 
 
 def partition(
@@ -69,22 +114,33 @@ def partition(
     alpha: float,
     seed: int,
     min_size: int = 1,
-) -> list[np.ndarray]:
-    """Disjoint index arrays (sorted, int64) covering `labels`, one per partition.
+    size: int | None = None,
+) -> Sequence[np.ndarray]:
+    """Index arrays (sorted, int64) into `labels`, one per partition.
 
-    `alpha` is used by "dirichlet" only. Seeded: the same arguments give the
-    same partitions in any process.
+    iid and dirichlet partitions are disjoint and cover the pool; sampled
+    ones (`size` examples each) overlap. `alpha` is used by "dirichlet" only.
+    Seeded: the same arguments give the same partitions in any process.
     """
     labels = np.asarray(labels)
+    n = int(labels.size)
+    if scheme == SAMPLED:
+        if size is None or not 1 <= size <= n:
+            raise FedbenchError(
+                f"data.partition.size={size!r}: the sampled scheme needs 1..{n} examples per "
+                "device (the device pool's size)"
+            )
+        return SampledPartitions(n, num_partitions, size, seed)
     if scheme not in SCHEMES:
         raise FedbenchError(
-            f"data.partition.scheme={scheme!r}: unknown (valid: {choices(SCHEMES)})"
+            f"data.partition.scheme={scheme!r}: unknown (valid: {choices([*SCHEMES, SAMPLED])})"
         )
-    n = int(labels.size)
     if not 1 <= num_partitions <= n:
         raise FedbenchError(
             f"num_partitions={num_partitions} (devices in the fleet): must be between 1 and "
-            f"the {n} examples of the device pool"
+            f"the {n} examples of the device pool; for more devices than examples use "
+            "data.partition.scheme=sampled (each device holds data.partition.size examples "
+            "drawn from the pool)"
         )
     if min_size < 1 or num_partitions * min_size > n:
         raise FedbenchError(

@@ -89,6 +89,7 @@ def build_close(experiment: Experiment) -> RoundClose:
     )
 
 
+@functools.lru_cache(maxsize=8)
 def build_scenario(experiment: Experiment) -> Scenario:
     from fedbench.scenarios.base import Scenario
 

@@ -28,8 +28,9 @@ MAX_SEED = 2**32 - 1
 
 @dataclass(frozen=True)
 class PartitionConfig:
-    scheme: Literal["iid", "dirichlet"] = "iid"
+    scheme: Literal["iid", "dirichlet", "sampled"] = "iid"
     alpha: float = check(0.5, gt=0.0, le=1e6)  # dirichlet only: smaller = more label skew
+    size: int | None = check(None, ge=1)  # sampled only: examples each device holds
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ class ServerRound:
     close_reason: str  # what ended the round
     model_version: int  # the global model's version after the round
     host_round_s: float  # host seconds from configure to aggregate
+    server_s: float  # of those, the server's own work (selection, replies, aggregation)
 
 
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(ServerRound))

@@ -23,6 +23,8 @@ class Runtime(ABC):
     client_cpus: int  # torch threads (and logical CPUs) per client
     wait_for_nodes_s: float  # how long the server waits for its nodes before round 1
     round_timeout_s: float  # how long it waits for one round's replies
+    # Workers apply each emulated device's real caps (threads, CPUs, memory) to its calls.
+    enforce_caps: bool = False
 
     def check_common(self) -> None:
         for key in ("wait_for_nodes_s", "round_timeout_s"):

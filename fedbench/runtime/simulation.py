@@ -24,9 +24,11 @@ from typing import Any
 
 from flwr.serverapp import Grid
 
+from fedbench.errors import FedbenchError
 from fedbench.experiment.build import build_selector
 from fedbench.experiment.schema import Experiment
 from fedbench.runtime.base import Runtime
+from fedbench.runtime.limits import ARENA_ENV
 from fedbench.runtime.logs import route_flower_logs
 from fedbench.server.seating import PooledSeating, Seating, wait_for_nodes
 
@@ -38,9 +40,16 @@ class SimulationRuntime(Runtime):
     ray_temp_dir: str | None = None
     wait_for_nodes_s: float = 120.0
     round_timeout_s: float = 3600.0
+    enforce_caps: bool = False
+    # Devices trained in one worker call when a round has more devices than workers;
+    # null: as many as it takes for every worker to get one call.
+    devices_per_call: int | None = None
 
     def __post_init__(self) -> None:
         self.check_common()
+        n = self.devices_per_call
+        if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise FedbenchError(f"runtime.devices_per_call must be >= 1 or null, got {n!r}")
 
     def preflight(self, experiment: Experiment) -> None:
         if not self.ray_address:
@@ -54,7 +63,15 @@ class SimulationRuntime(Runtime):
         # The simulation registers every virtual node before the ServerApp starts: the
         # pool is whatever is there (`nodes()` of them when fedbench started it; the
         # federation's size under `flwr run`).
-        return PooledSeating(wait_for_nodes(grid, 1, self.wait_for_nodes_s))
+        nodes = wait_for_nodes(grid, 1, self.wait_for_nodes_s)
+        return PooledSeating(nodes, self.workers(), self.devices_per_call)
+
+    def workers(self) -> int:
+        """How many calls run at once: the cluster's CPUs over each client's."""
+        import ray
+
+        cpus = ray.cluster_resources().get("CPU") if ray.is_initialized() else None
+        return max(1, int(cpus or os.cpu_count() or 1) // self.client_cpus)
 
     def run(self, experiment: Experiment, run_dir: Path) -> None:
         import ray
@@ -81,6 +98,10 @@ class SimulationRuntime(Runtime):
                 num_cpus=os.cpu_count() or 1, _temp_dir=temp_dir, object_store_memory=512 * 1024**2
             )
         os.environ["RAY_DEDUP_LOGS"] = "0"
+        if self.enforce_caps:
+            # Workers inherit it: glibc keeps 2 malloc arenas, not 64 MB per thread, so an
+            # address-space cap measures what training allocates (fedbench.runtime.limits).
+            os.environ.update(ARENA_ENV)
         # Ray warns on every start about a future default we do not rely on (no GPUs).
         os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
         try:

@@ -7,12 +7,13 @@ cached, because each client call would otherwise reload and re-split.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from fedbench.data import build_source
-from fedbench.data.partition import partition
+from fedbench.data.partition import partition, sizes
 from fedbench.data.splits import Splits, make_splits
 from fedbench.experiment.schema import DataConfig, Experiment
 from fedbench.experiment.typed import dump
@@ -21,7 +22,8 @@ from fedbench.experiment.typed import dump
 @dataclass(frozen=True)
 class DataContext:
     splits: Splits
-    partitions: tuple[np.ndarray, ...]  # indices into splits.pool, one per device
+    partitions: Sequence[np.ndarray]  # indices into splits.pool, one per device
+    sizes: np.ndarray  # examples per device
     num_classes: int
     augment: bool
     seed: int
@@ -51,5 +53,6 @@ def _build(
         scheme=data.partition.scheme,
         alpha=data.partition.alpha,
         seed=seed,
+        size=data.partition.size,
     )
-    return DataContext(splits, tuple(parts), data.num_classes, data.augment, seed)
+    return DataContext(splits, parts, sizes(parts), data.num_classes, data.augment, seed)

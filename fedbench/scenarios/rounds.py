@@ -28,7 +28,7 @@ class FederatedRounds(Scenario):
             yield RoundSpec(r, r, 0.0, evaluate=r % self.eval_every == 0 or r == self.rounds)
 
     def expected_examples(self, ctx: DataContext, device_index: int) -> int:
-        return len(ctx.partitions[device_index])
+        return int(ctx.sizes[device_index])
 
     def device_data(self, ctx: DataContext, device_index: int, day: int) -> Tensors:
         return ctx.splits.pool.subset(ctx.partitions[device_index])

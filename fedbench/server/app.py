@@ -128,7 +128,10 @@ def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, A
             side.arrays_key,
             runtime.round_timeout_s,
         )
-        loop.run(scenario.schedule(), state)
+        try:
+            loop.run(scenario.schedule(), state)
+        finally:
+            writer.meta["server_time_per_round_s"] = _spread(loop.server_times)
     except BaseException as exc:
         server_rounds.close()
         writer.finish("failed", f"{type(exc).__name__}: {exc}", plots=experiment.report.plots)
@@ -137,6 +140,14 @@ def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, A
     summary = writer.finish("completed", plots=experiment.report.plots)
     progress(f"done: {_result_line(summary, unit)} -> {run_dir}")
     return summary
+
+
+def _spread(values: list[float]) -> dict[str, float] | None:
+    """Median and max of the server's own seconds per round (hooks included)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return {"median": ordered[len(ordered) // 2], "max": ordered[-1]}
 
 
 def _result_line(summary: dict[str, Any], unit: str) -> str:

@@ -31,7 +31,7 @@ from flwr.serverapp.strategy import Strategy
 from fedbench.errors import FedbenchError
 from fedbench.fleet import DeviceSpec
 from fedbench.ledger import Ledger
-from fedbench.protocol import TASK, TrainTask
+from fedbench.protocol import TASK, TrainTask, tasks_record
 from fedbench.scenarios.base import RoundSpec
 from fedbench.server.offer import Offer, TooFewDevices
 from fedbench.server.replies import Sent
@@ -88,7 +88,7 @@ class FleetStrategy(Strategy):
             Sent(device, msg, self.kinds[device.index], start.now_s, start.model_version, 0.0)
             for device, msg in routed
         ]
-        return [msg for _, msg in routed]
+        return list({id(msg): msg for _, msg in routed}.values())
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
@@ -105,32 +105,43 @@ class FleetStrategy(Strategy):
         messages = self._from_inner(
             lambda offer: self.inner.configure_evaluate(server_round, arrays, config, offer)
         )
-        return [msg for _, msg in self._route(messages, start, with_state=False)]
+        # One device a message: the wrapped strategy aggregates the replies as they are.
+        return [msg for _, msg in self._route(messages, start, with_state=False, group=False)]
 
     def _route(
-        self, messages: list[Message], start: RoundStart, with_state: bool
+        self, messages: list[Message], start: RoundStart, with_state: bool, group: bool = True
     ) -> list[tuple[DeviceSpec, Message]]:
-        """Each wrapped-strategy message, with its task record, to the node of its device."""
-        out = []
-        for slot, msg in enumerate(messages):
-            device = self.ledger.devices[Offer.device_of(msg)]
-            task = TrainTask(
-                round=start.spec.round,
-                day=start.spec.day,
-                device_index=device.index,
-                device=device.name,
-                now_s=start.now_s,
-                model_version=start.model_version,
-                state=self.ledger.state(device.index) if with_state else None,
-            )
-            content = RecordDict(dict(msg.content))
-            content[TASK] = task.to_record(self.experiment_json)
+        """Each wrapped-strategy message, with its task record, to the node of its device.
+
+        Devices whose messages carry the same content (Flower's strategies send one
+        RecordDict to all) share a message when the seating puts several devices in
+        one worker call; each device is then listed in that message's task record.
+        """
+        per_call = self.seating.devices_per_call(len(messages)) if group else 1
+        calls = _calls(messages, per_call)
+        out: list[tuple[DeviceSpec, Message]] = []
+        for slot, call in enumerate(calls):
+            devices = [self.ledger.devices[Offer.device_of(msg)] for msg in call]
+            tasks = [
+                TrainTask(
+                    round=start.spec.round,
+                    day=start.spec.day,
+                    device_index=device.index,
+                    device=device.name,
+                    now_s=start.now_s,
+                    model_version=start.model_version,
+                    state=self.ledger.state(device.index) if with_state else None,
+                )
+                for device in devices
+            ]
+            content = RecordDict(dict(call[0].content))
+            content[TASK] = tasks_record(tasks, self.experiment_json)
             routed = Message(
                 content=content,
-                dst_node_id=self.seating.node_for(device.index, slot),
-                message_type=msg.metadata.message_type,
+                dst_node_id=self.seating.node_for(devices[0].index, slot),
+                message_type=call[0].metadata.message_type,
             )
-            out.append((device, routed))
+            out.extend((device, routed) for device in devices)
         return out
 
     def aggregate_evaluate(
@@ -165,6 +176,18 @@ class FleetStrategy(Strategy):
             self.skipped = str(exc)
             return []
         return sorted(messages, key=Offer.device_of)
+
+
+def _calls(messages: list[Message], per_call: int) -> list[list[Message]]:
+    """Consecutive messages with the same content, at most `per_call` to a call."""
+    calls: list[list[Message]] = []
+    for msg in messages:
+        last = calls[-1] if calls else None
+        if last is not None and len(last) < per_call and last[0].content is msg.content:
+            last.append(msg)
+        else:
+            calls.append([msg])
+    return calls
 
 
 def _minimum(inner: Strategy) -> int:

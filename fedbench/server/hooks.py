@@ -81,6 +81,7 @@ class RecordHook(ServerHook):
                 close_reason=outcome.skipped or outcome.closing.reason,
                 model_version=outcome.model_version,
                 host_round_s=outcome.host_round_s,
+                server_s=outcome.server_s,
             )
         )
         if outcome.evaluation is not None:

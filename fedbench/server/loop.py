@@ -59,6 +59,7 @@ class RoundOutcome:
     train_metrics: MetricRecord | None
     evaluation: dict[str, float] | None  # on evaluation rounds
     host_round_s: float  # host seconds from configure to aggregate
+    server_s: float  # of those, the server's own work (not waiting for replies)
     skipped: str  # why nobody trained, if nobody did
 
     @property
@@ -100,6 +101,8 @@ class RoundLoop:
         self.train_config = train_config
         self.arrays_key = arrays_key
         self.timeout_s = timeout_s
+        # The server's own seconds per round, hooks (ledger, records, checkpoint) included.
+        self.server_times: list[float] = []
 
     def run(self, schedule: Iterable[RoundSpec], state: LoopState) -> LoopState:
         """Every round of `schedule` after `state.round`."""
@@ -116,7 +119,9 @@ class RoundLoop:
         self.fleet.begin_round(RoundStart(spec, now_s, state.model_version))
         config = ConfigRecord(dict(self.train_config))  # strategies write into it
         messages = list(self.fleet.configure_train(spec.round, state.arrays, config, self.grid))
+        waiting = time.perf_counter()
         replies, received_at = self._collect(messages)
+        waited = time.perf_counter() - waiting
         sent = [dataclasses.replace(s, sent_at=self._pushed_at) for s in self.fleet.sent]
         read = read_replies(
             spec.round, spec.day, sent, replies, state.arrays, self.arrays_key, received_at
@@ -143,10 +148,13 @@ class RoundLoop:
             train_metrics=metrics,
             evaluation=evaluation,
             host_round_s=host_s,
+            server_s=host_s - waited,
             skipped=self.fleet.skipped,
         )
+        hooks_start = time.perf_counter()
         for hook in self.hooks:
             hook.on_round(outcome, after)
+        self.server_times.append(outcome.server_s + time.perf_counter() - hooks_start)
         return after
 
     def _collect(self, messages: list[Message]) -> tuple[list[Message], dict[str, float]]:

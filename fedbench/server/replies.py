@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -27,8 +28,18 @@ from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
 from fedbench.devices.meter import DeviceState
 from fedbench.errors import FedbenchError
 from fedbench.fleet import DeviceSpec
-from fedbench.protocol import LOSS_KEYS, METRICS, NUM_EXAMPLES, REPORT, STATE, state_from
+from fedbench.protocol import (
+    ERROR,
+    LOSS_KEYS,
+    METRICS,
+    NUM_EXAMPLES,
+    REPORT,
+    STATE,
+    state_from,
+    ungroup,
+)
 from fedbench.report.records import UNPROFILED, RoundReport, from_record
+from fedbench.server.arrays import DecodedArray, decode
 
 
 @dataclass(frozen=True)
@@ -69,9 +80,13 @@ def read_replies(
     """One Reply per sent message, in device order."""
     by_id = {r.metadata.reply_to_message_id: r for r in replies}
     received_at = received_at or {}
+    shared = Counter(s.message.metadata.message_id for s in sent)
     out = []
     for s in sent:
         msg = by_id.get(s.message.metadata.message_id)
+        content, error = _view(
+            msg, s.device.index, grouped=shared[s.message.metadata.message_id] > 1
+        )
         base = RoundReport(
             round=round_,
             day=day,
@@ -83,20 +98,41 @@ def read_replies(
             start_s=s.start_s,
             model_version=s.model_version,
         )
-        if msg is None:
+        if content is None and error is None:
             out.append(
                 Reply(s.device, base.with_status("dropped", "no reply"), None, None, s.message)
             )
             continue
         arrived = received_at.get(s.message.metadata.message_id, time.time())
-        out.append(_read(s, base, msg, global_arrays, arrays_key, arrived))
+        out.append(_read(s, base, content, error, global_arrays, arrays_key, arrived))
     return sorted(out, key=lambda r: r.device.name)
+
+
+def _view(
+    msg: Message | None, device_index: int, grouped: bool
+) -> tuple[RecordDict | None, str | None]:
+    """(the device's reply content, or why its call failed); (None, None): no reply.
+
+    A reply for several devices (fedbench.client.group) holds each device's
+    records under its index; an error of the whole call is every device's.
+    """
+    if msg is None:
+        return None, None
+    if msg.has_error():
+        return None, condense_error(str(msg.error.reason))
+    if not grouped:
+        return msg.content, None
+    content = ungroup(msg.content, device_index)
+    if ERROR in content.config_records:
+        return None, str(content.config_records[ERROR].get("reason", "the device's call failed"))
+    return (content, None) if len(content) else (None, None)
 
 
 def _read(
     s: Sent,
     base: RoundReport,
-    msg: Message,
+    content: RecordDict | None,
+    error: str | None,
     global_arrays: ArrayRecord,
     arrays_key: str,
     arrived: float,
@@ -104,9 +140,8 @@ def _read(
     def refuse(status: str, reason: str, report: RoundReport = base) -> Reply:
         return Reply(s.device, report.with_status(status, reason[:500]), None, None, s.message)
 
-    if msg.has_error():
-        return refuse("failed", condense_error(str(msg.error.reason)))
-    content = msg.content
+    if error is not None or content is None:
+        return refuse("failed", condense_error(error or "no content"))
     state = None
     if REPORT in content.config_records:
         try:
@@ -169,32 +204,36 @@ def _update(
         return None, f"malformed reply: no '{NUM_EXAMPLES}' metric"
     if not (n >= 1 and float(n).is_integer()):
         return None, f"malformed reply: '{NUM_EXAMPLES}'={n!r} is not a positive integer"
-    problem = bad_update(arrays[0], global_arrays)
-    if problem:
+    checked, problem = checked_update(arrays[0], global_arrays)
+    if checked is None:
         return None, problem
     clean: dict[str, int | float | list[int] | list[float]] = {
         k: v for k, v in metrics.items() if math.isfinite(v)
     }
     clean[NUM_EXAMPLES] = int(n)
-    return RecordDict({arrays_key: arrays[0], METRICS: MetricRecord(clean)}), ""
+    return RecordDict({arrays_key: checked, METRICS: MetricRecord(clean)}), ""
 
 
-def bad_update(arrays: ArrayRecord, reference: ArrayRecord) -> str:
-    """Why an update must not be averaged in ("" if it is fine)."""
+def checked_update(arrays: ArrayRecord, reference: ArrayRecord) -> tuple[ArrayRecord | None, str]:
+    """The update with every array read once, or (None, why it must not be averaged in)."""
     if set(reference.keys()) != set(arrays.keys()):
         extra = sorted(set(arrays.keys()) - set(reference.keys()))[:3]
         missing = sorted(set(reference.keys()) - set(arrays.keys()))[:3]
-        return f"update keys differ from the global model (extra {extra}, missing {missing})"
-    for key, array in arrays.items():
-        if tuple(reference[key].shape) != tuple(array.shape):
-            return (
-                f"update '{key}' has shape {tuple(array.shape)}, "
-                f"expected {tuple(reference[key].shape)}"
-            )
-        values = array.numpy()
+        return None, f"update keys differ from the global model (extra {extra}, missing {missing})"
+    out = ArrayRecord()
+    for key in reference:
+        array = arrays[key]
+        expected = tuple(reference[key].shape)
+        try:
+            values = decode(array)
+        except ValueError as exc:
+            return None, f"update '{key}' cannot be read: {exc}"
+        if tuple(values.shape) != expected:
+            return None, f"update '{key}' has shape {tuple(values.shape)}, expected {expected}"
         if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
-            return f"update has NaN/Inf in '{key}'"
-    return ""
+            return None, f"update has NaN/Inf in '{key}'"
+        out[key] = DecodedArray.of(array, values)
+    return out, ""
 
 
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Crash|Interrupt|Exit)): (.+)$")

@@ -9,6 +9,7 @@ is its own machine: a device's seat is the node registered with its key.
 
 from __future__ import annotations
 
+import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -21,19 +22,37 @@ from fedbench.errors import FedbenchError
 class Seating(ABC):
     @abstractmethod
     def node_for(self, device: int, slot: int) -> int:
-        """The node that trains `device`, the `slot`-th device of the round."""
+        """The node that trains `device`, the `slot`-th device (or call) of the round."""
+
+    def devices_per_call(self, devices: int) -> int:
+        """How many of a round's `devices` one message (one worker call) carries."""
+        return 1
 
 
 class PooledSeating(Seating):
-    """Round-robin over a pool of worker nodes (simulation)."""
+    """Round-robin over a pool of worker nodes (simulation).
 
-    def __init__(self, nodes: Sequence[int]) -> None:
+    With more devices in a round than `workers` can train at once, devices
+    share calls: ceil(devices / workers) per message, so every worker gets
+    one call and the model crosses the wire once per call (`per_call` fixes it).
+    """
+
+    def __init__(
+        self, nodes: Sequence[int], workers: int | None = None, per_call: int | None = None
+    ) -> None:
         if not nodes:
             raise FedbenchError("no worker nodes to run the fleet's devices on")
         self.nodes = sorted(nodes)
+        self.workers = workers
+        self.per_call = per_call
 
     def node_for(self, device: int, slot: int) -> int:
         return self.nodes[slot % len(self.nodes)]
+
+    def devices_per_call(self, devices: int) -> int:
+        if self.per_call is not None:
+            return self.per_call
+        return max(1, math.ceil(devices / (self.workers or len(self.nodes))))
 
 
 class FixedSeating(Seating):

@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedbench.data.partition import MAX_DRAWS, SCHEMES, partition
+from fedbench.data.partition import MAX_DRAWS, SCHEMES, partition, sizes
 from fedbench.errors import FedbenchError
 
 LABELS = np.random.default_rng(0).integers(0, 10, size=1000)
@@ -92,3 +92,22 @@ def test_dirichlet_that_never_fills_every_partition() -> None:
 def test_dirichlet_needs_positive_alpha() -> None:
     with pytest.raises(FedbenchError, match="alpha=0"):
         partition(LABELS, 2, "dirichlet", 0, seed=0)
+
+
+def test_sampled_partitions_serve_fleets_larger_than_the_pool() -> None:
+    labels = np.arange(1000) % 10
+    parts = partition(labels, 100_000, scheme="sampled", alpha=0.5, seed=3, size=32)
+    assert len(parts) == 100_000 and list(sizes(parts)[:3]) == [32, 32, 32]
+    first = parts[99_999]
+    assert first.dtype == np.int64 and len(set(first.tolist())) == 32  # no repeats in a device
+    assert np.array_equal(
+        first, partition(labels, 100_000, "sampled", 0.5, seed=3, size=32)[99_999]
+    )
+    assert not np.array_equal(parts[0], parts[1])  # devices differ
+    with pytest.raises(FedbenchError, match=r"data.partition.size=None: the sampled scheme needs"):
+        partition(labels, 10, scheme="sampled", alpha=0.5, seed=3)
+
+
+def test_too_many_devices_for_a_disjoint_split_points_at_sampled() -> None:
+    with pytest.raises(FedbenchError, match="data.partition.scheme=sampled"):
+        partition(np.arange(20), 50, scheme="iid", alpha=0.5, seed=0)

@@ -34,7 +34,7 @@ def test_the_wire_form_reads_back_to_the_same_experiment() -> None:
     ("values", "message"),
     [
         ({"lr": float("inf")}, "train.lr must be a finite number"),
-        ({"lr": 0}, "train.lr=0.0: must be > 0 and <= 1000"),
+        ({"lr": 0}, "train.lr=0.0: must be > 0 and <= 1,000"),
         ({"batch_size": True}, "train.batch_size must be an integer"),
         ({"momentum": 1.0}, "train.momentum=1.0: must be >= 0 and < 1"),
         ({"weight_decay": -1.0}, "train.weight_decay=-1.0: must be >= 0 and <= 1"),

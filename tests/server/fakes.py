@@ -12,14 +12,16 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 
+import numpy as np
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Strategy
 
+from fedbench.client.group import group_mod
 from fedbench.fleet import expand_fleet
 from fedbench.ledger import Ledger
-from fedbench.protocol import REPORT, TASK, TrainTask
+from fedbench.protocol import REPORT, TASK, tasks_from
 from fedbench.report.records import RoundReport, to_record
 from fedbench.scenarios.base import RoundSpec
 from fedbench.server.close.base import RoundClose
@@ -49,12 +51,22 @@ class FakeGrid(Grid):
         for msg in messages:
             msg.metadata.__dict__["_message_id"] = uuid.uuid4().hex
             self.sent.append(msg)
-            task = TrainTask.from_record(msg.content.config_records[TASK])
-            content = self.devices[task.device](msg)
-            if content is not None:
-                self.pending[msg.metadata.message_id] = Message(content, reply_to=msg)
+            tasks = tasks_from(msg.content.config_records[TASK])
+            if len(tasks) == 1:
+                content = self.devices[tasks[0].device](msg)
+                if content is not None:
+                    self.pending[msg.metadata.message_id] = Message(content, reply_to=msg)
+            else:  # several devices in one call: the client's group mod splits and packs
+                context = Context(0, 1, {}, RecordDict(), {})
+                reply = group_mod(msg, context, self._one)
+                self.pending[msg.metadata.message_id] = reply
             ids.append(msg.metadata.message_id)
         return ids
+
+    def _one(self, msg: Message, context: Context) -> Message:
+        task = tasks_from(msg.content.config_records[TASK])[0]
+        content = self.devices[task.device](msg)
+        return Message(content if content is not None else RecordDict(), reply_to=msg)
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
         return [self.pending.pop(i) for i in list(message_ids) if i in self.pending]
@@ -93,9 +105,14 @@ def device(
     """A device that adds `delta` to the weights, taking `round_trip_s` virtual seconds."""
 
     def reply(msg: Message) -> RecordDict:
-        task = TrainTask.from_record(msg.content.config_records[TASK])
+        task = tasks_from(msg.content.config_records[TASK])[0]
         arrays = next(iter(msg.content.array_records.values()))
-        new = ArrayRecord({k: torch.from_numpy(v.numpy() + delta) for k, v in arrays.items()})
+        new = ArrayRecord(
+            {
+                k: torch.from_numpy(np.asarray(v.numpy() + delta, dtype=v.numpy().dtype))
+                for k, v in arrays.items()
+            }
+        )
         content = RecordDict(
             {
                 "arrays": update(new) if update else new,
@@ -147,6 +164,7 @@ def build_loop(
     hooks: list[ServerHook] | None = None,
     evaluator: Evaluator | None = None,
     train_config: ConfigRecord | None = None,
+    per_call: int = 1,
 ) -> tuple[RoundLoop, FakeGrid, Ledger]:
     task_identity()
     names = sorted(devices)
@@ -159,7 +177,12 @@ def build_loop(
     )
     selector = RandomSelection(clients_per_round=k, seed=0, overcommit=overcommit)
     strategy = FleetStrategy(
-        inner, selector, ledger, PooledSeating(grid.nodes), "{}", ("emulated",) * len(fleet)
+        inner,
+        selector,
+        ledger,
+        PooledSeating(grid.nodes, per_call=per_call),
+        "{}",
+        ("emulated",) * len(fleet),
     )
     loop = RoundLoop(
         grid,

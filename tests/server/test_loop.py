@@ -165,3 +165,32 @@ def test_train_metrics_come_from_the_wrapped_strategy() -> None:
     loop.run_round(spec(1), _state())
     metrics = hook.outcomes[0].train_metrics  # type: ignore[attr-defined]
     assert isinstance(metrics, MetricRecord) and metrics["train_loss"] == 0.5
+
+
+def test_devices_sharing_a_call_give_the_same_round_as_one_call_each() -> None:
+    devices = {n: device(t, t) for n, t in zip("abcd", (3.0, 1.0, 4.0, 2.0), strict=True)}
+    alone, grid_alone, _ = build_loop(devices, k=4)
+    shared, grid_shared, _ = build_loop(devices, k=4, per_call=2)
+    hooks = Recorder(), Recorder()
+    alone.hooks.append(hooks[0])
+    shared.hooks.append(hooks[1])
+    a = alone.run_round(spec(1), _state())
+    b = shared.run_round(spec(1), _state())
+    assert len(grid_alone.sent) == 4 and len(grid_shared.sent) == 2
+    assert np.array_equal(a.arrays["w"].numpy(), b.arrays["w"].numpy()) and a.now_s == b.now_s
+    strip = [[(r.device, r.status, r.round_trip_s) for r in h.outcomes[0].reports] for h in hooks]  # type: ignore[attr-defined]
+    assert strip[0] == strip[1]
+
+
+def test_in_a_shared_call_one_devices_failure_is_its_own() -> None:
+    def crashed(msg: object) -> RecordDict:
+        raise RuntimeError("boom")  # the device's ClientApp raised: the group mod records it
+
+    hook = Recorder()
+    devices = {"a": device(1.0, 2.0), "b": crashed, "c": lambda msg: None, "d": device(1.0, 2.0)}
+    loop, _, _ = build_loop(devices, k=4, per_call=2, hooks=[hook])
+    after = loop.run_round(spec(1), _state())
+    reports = {r.device: r for r in hook.outcomes[0].reports}  # type: ignore[attr-defined]
+    assert reports["b"].status == "failed" and reports["b"].reason == "RuntimeError: boom"
+    assert reports["c"].status == "dropped" and reports["c"].reason == "no reply"
+    assert np.allclose(after.arrays["w"].numpy(), 2.0)  # a and d

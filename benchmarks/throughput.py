@@ -1,0 +1,269 @@
+"""Device-rounds per minute: fedbench vs a bare torch loop vs a minimal plain-Flower app.
+
+The same clients, the same data (each device's partition of the digits pool,
+as fedbench's rounds scenario gives it), the same local training
+(fedbench.train.loop.train_local, SGD, one epoch), the same rounds, measured
+side by side in one invocation as whole processes, start-up included:
+
+- fedbench: `python -m fedbench` on an emulated fleet (the device mod, the
+  emulator, the records, the checkpoints: everything a run does);
+- bare: one Python process that trains the clients one after another with
+  all the host's cores and averages (no Flower, no Ray, no records);
+- flower: a minimal Flower Message-API app (FedAvg.start, a ClientApp that
+  trains) under `run_simulation` with the same client resources.
+
+Two workloads (issue 13): 100 devices per round of the small CNN, and 4
+devices of DenseNet40 (64 samples each, batch 16). Reported per contender:
+whole-run seconds, warm round seconds (median after the first round) and
+device-rounds per minute over the whole run, and fedbench's ratios.
+
+    python benchmarks/throughput.py                      # both workloads
+    python benchmarks/throughput.py --workload small --rounds 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+WORKLOADS: dict[str, dict[str, object]] = {
+    # 100 devices per round of the small CNN (its default width 16), 32 samples each.
+    "small": {"model": "small_cnn", "devices": 100, "samples": 32, "batch": 16},
+    # paper 000's model, 4 devices per round, 64 samples each at batch 16.
+    "densenet": {"model": "densenet40", "devices": 4, "samples": 64, "batch": 16},
+}
+
+
+@dataclass(frozen=True)
+class Timing:
+    name: str
+    wall_s: float  # the whole process
+    rounds_s: list[float]  # each round's wall seconds
+
+    @property
+    def warm_s(self) -> float:
+        return statistics.median(self.rounds_s[1:] or self.rounds_s)
+
+    def per_minute(self, devices: int) -> float:
+        return devices * len(self.rounds_s) / self.wall_s * 60.0
+
+
+def overrides(w: dict[str, object], rounds: int) -> list[str]:
+    """fedbench's configuration of the workload; the other contenders read the same one."""
+    return [
+        f"model={w['model']}",
+        "fleet=phones_100",
+        f"+fleet.scale={w['devices']}",
+        f"strategy.clients_per_round={w['devices']}",
+        "scenario=rounds",
+        f"scenario.rounds={rounds}",
+        "scenario.pretrain.epochs=0",
+        "data.partition.scheme=sampled",
+        f"data.partition.size={w['samples']}",
+        f"train.batch_size={w['batch']}",
+        "report.plots=false",
+    ]
+
+
+def fedbench_run(w: dict[str, object], rounds: int, out: Path) -> Timing:
+    run_dir = out / "fedbench"
+    cmd = [sys.executable, "-m", "fedbench", *overrides(w, rounds), f"hydra.run.dir={run_dir}"]
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, env=_env())
+    wall = time.perf_counter() - start
+    rows = (run_dir / "server_rounds.csv").read_text().splitlines()[1:]
+    header = (run_dir / "server_rounds.csv").read_text().splitlines()[0].split(",")
+    at = header.index("host_round_s")
+    return Timing("fedbench", wall, [float(r.split(",")[at]) for r in rows])
+
+
+def contender(kind: str, w: dict[str, object], rounds: int) -> Timing:
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, __file__, "--as", kind, "--config", json.dumps(overrides(w, rounds))],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
+    wall = time.perf_counter() - start
+    return Timing(kind, wall, json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "RAY_DEDUP_LOGS": "0"}
+
+
+# --- the contenders, each run in a process of its own ---------------------------
+
+
+def _experiment(config: list[str]) -> object:
+    from fedbench.experiment.compose import compose_experiment
+
+    return compose_experiment(config)
+
+
+def _clients(experiment: object) -> tuple[object, object, object, object]:
+    from fedbench.client.handler import train_params
+    from fedbench.experiment.build import build_model, build_scenario
+    from fedbench.fleet import expand_fleet
+    from fedbench.scenarios.context import data_context
+
+    devices = expand_fleet(experiment.fleet)  # type: ignore[attr-defined]
+    ctx = data_context(experiment, len(devices))  # type: ignore[arg-type]
+    return build_scenario(experiment), ctx, train_params(experiment, None), build_model  # type: ignore[arg-type]
+
+
+def bare(config: list[str]) -> list[float]:
+    """The clients one after another in this process, averaged: the lower bound."""
+    import torch
+
+    from fedbench.train.loop import train_local
+
+    experiment = _experiment(config)
+    scenario, ctx, params, build_model = _clients(experiment)
+    torch.set_num_threads(os.cpu_count() or 1)
+    torch.manual_seed(0)
+    model = build_model(experiment.model)  # type: ignore[operator, attr-defined]
+    global_state = {k: v.clone() for k, v in model.state_dict().items()}
+    devices = experiment.strategy.params["clients_per_round"]  # type: ignore[attr-defined]
+    times = []
+    for r in range(1, experiment.scenario.params["rounds"] + 1):  # type: ignore[attr-defined]
+        start = time.perf_counter()
+        updates, sizes = [], []
+        for i in range(devices):
+            model.load_state_dict(global_state)
+            data = scenario.device_data(ctx, i, r)  # type: ignore[attr-defined]
+            train_local(model, data, params, seed=r * 1000 + i)  # type: ignore[arg-type]
+            updates.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+            sizes.append(len(data))
+        total = sum(sizes)
+        global_state = {
+            k: sum(u[k].double() * (n / total) for u, n in zip(updates, sizes, strict=True)).to(
+                updates[0][k].dtype
+            )
+            for k in updates[0]
+        }
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def flower(config: list[str]) -> list[float]:
+    """A minimal Flower Message-API app doing the same training under run_simulation."""
+    import ray
+    from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
+    from flwr.clientapp import ClientApp
+    from flwr.serverapp import Grid, ServerApp
+    from flwr.serverapp.strategy import FedAvg
+    from flwr.simulation import run_simulation
+
+    from fedbench.train.loop import train_local
+
+    experiment = _experiment(config)
+    devices = experiment.strategy.params["clients_per_round"]  # type: ignore[attr-defined]
+    rounds = experiment.scenario.params["rounds"]  # type: ignore[attr-defined]
+    client = ClientApp()
+
+    @client.train()
+    def train(msg: Message, context: Context) -> Message:
+        import torch
+
+        scenario, ctx, params, build_model = _clients(experiment)
+        torch.set_num_threads(1)
+        model = build_model(experiment.model)  # type: ignore[operator, attr-defined]
+        model.load_state_dict(msg.content.array_records["arrays"].to_torch_state_dict())
+        i = int(context.node_config["partition-id"])
+        r = int(msg.content.config_records["config"]["server-round"])  # type: ignore[arg-type]
+        data = scenario.device_data(ctx, i, r)  # type: ignore[attr-defined]
+        train_local(model, data, params, seed=r * 1000 + i)  # type: ignore[arg-type]
+        content = RecordDict(
+            {
+                "arrays": ArrayRecord(model.state_dict()),
+                "metrics": MetricRecord({"num-examples": len(data)}),
+            }
+        )
+        return Message(content, reply_to=msg)
+
+    server = ServerApp()
+    times: list[float] = []
+
+    @server.main()
+    def main(grid: Grid, context: Context) -> None:
+        import torch
+
+        _, _, _, build_model = _clients(experiment)
+        torch.manual_seed(0)
+        arrays = ArrayRecord(build_model(experiment.model).state_dict())  # type: ignore[operator, attr-defined]
+        strategy = FedAvg(
+            fraction_evaluate=0.0, min_available_nodes=devices, min_train_nodes=devices
+        )
+        for r in range(1, rounds + 1):
+            start = time.perf_counter()
+            replies = grid.send_and_receive(
+                strategy.configure_train(r, arrays, ConfigRecord(), grid), timeout=3600
+            )
+            new, _ = strategy.aggregate_train(r, replies)
+            arrays = new if new is not None else arrays
+            times.append(time.perf_counter() - start)
+
+    ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, logging_level=40)
+    run_simulation(
+        server_app=server,
+        client_app=client,
+        num_supernodes=devices,
+        backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}},
+    )
+    ray.shutdown()
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", choices=[*WORKLOADS, "all"], default="all")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--as", dest="role", choices=["bare", "flower"], help=argparse.SUPPRESS)
+    parser.add_argument("--config", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.role:  # a contender's own process: print its round times as JSON
+        run = bare if args.role == "bare" else flower
+        print(json.dumps(run(json.loads(args.config))))
+        return
+    names = list(WORKLOADS) if args.workload == "all" else [args.workload]
+    for name in names:
+        w = WORKLOADS[name]
+        with tempfile.TemporaryDirectory() as tmp:
+            timings = [
+                fedbench_run(w, args.rounds, Path(tmp)),
+                contender("bare", w, args.rounds),
+                contender("flower", w, args.rounds),
+            ]
+        devices = int(w["devices"])  # type: ignore[call-overload]
+        print(f"\n{name}: {devices} x {w['model']}, {w['samples']} samples, batch {w['batch']}, "
+              f"{args.rounds} rounds")
+        for t in timings:
+            rounds = ", ".join(f"{s:.2f}" for s in t.rounds_s)
+            print(
+                f"  {t.name:8} whole run {t.wall_s:7.1f} s | warm round {t.warm_s:6.2f} s | "
+                f"{t.per_minute(devices):7.1f} device-rounds/min | rounds: {rounds}"
+            )
+        fb, bare_t, flower_t = timings
+        print(
+            f"  fedbench / bare: warm round {fb.warm_s / bare_t.warm_s:.3f}x (target <= 1.05), "
+            f"whole run {fb.wall_s / bare_t.wall_s:.2f}x"
+        )
+        print(
+            f"  fedbench / flower: warm round {fb.warm_s / flower_t.warm_s:.3f}x (target <= 1), "
+            f"whole run {fb.wall_s / flower_t.wall_s:.2f}x"
+        )
+
+
+if __name__ == "__main__":
+    main()

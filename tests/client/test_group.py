@@ -1,0 +1,61 @@
+"""Several devices in one worker call: each device's round is the one it would have had alone."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
+
+from fedbench.experiment.codec import to_json
+from fedbench.fleet import expand_fleet
+from fedbench.models import build_model
+from fedbench.protocol import REPORT, TASK, TrainTask, tasks_record, ungroup
+from fedbench.report.records import from_record
+from tests.bad_inputs import _typed
+from tests.helpers import client_report, run_client, task_identity, train_message
+
+EXPERIMENT = _typed(["experiment=smoke", "fleet=mixed8", "scenario.new_samples_per_day=32"])
+
+
+def _group(devices: list[int], arrays: ArrayRecord) -> Message:
+    task_identity()
+    fleet = expand_fleet(EXPERIMENT.fleet)  # type: ignore[attr-defined]
+    tasks = [TrainTask(1, 1, i, fleet[i].name, 7200.0, 0, None) for i in devices]
+    content = RecordDict(
+        {
+            "arrays": arrays,
+            "config": ConfigRecord(),
+            TASK: tasks_record(tasks, to_json(EXPERIMENT)),  # type: ignore[arg-type]
+        }
+    )
+    return Message(content, dst_node_id=1, message_type=MessageType.TRAIN)
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_a_call_for_three_devices_gives_each_its_own_round(
+    batched: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("fedbench.client.handler.batching_pays", lambda *a: batched)
+    torch.manual_seed(0)
+    model, _ = build_model("small_cnn")
+    arrays = ArrayRecord(model.state_dict())
+    reply = run_client(_group([0, 1, 2], arrays))
+    for i in (0, 1, 2):
+        mine = ungroup(reply.content, i)
+        report = from_record(mine.config_records[REPORT])
+        alone_reply = run_client(train_message(EXPERIMENT, i, arrays))  # type: ignore[arg-type]
+        alone = client_report(alone_reply)
+        assert report.device == alone.device and report.status == "ok"
+        assert report.plan == (f"{alone.plan} vmap3" if batched else alone.plan)
+        for key in ("latency_s", "energy_j", "peak_mem_mb", "num_examples", "temp_c_end"):
+            assert getattr(report, key) == getattr(alone, key), key
+        assert math.isclose(report.train_loss, alone.train_loss, abs_tol=1e-5)
+        ours, theirs = mine.array_records["arrays"], alone_reply.content.array_records["arrays"]
+        for key in theirs:
+            assert torch.allclose(
+                torch.from_numpy(ours[key].numpy()).double(),
+                torch.from_numpy(theirs[key].numpy()).double(),
+                atol=1e-5,
+            ), key

@@ -1,0 +1,52 @@
+"""Reading updates once: the fast .npy reader agrees with Flower's, and refuses what numpy would."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from flwr.app import Array, ArrayRecord
+
+from fedbench.server.arrays import DecodedArray, decode
+from fedbench.server.replies import checked_update
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.random.default_rng(0).random((3, 4)).astype(np.float32),
+        np.arange(5, dtype=np.int64),
+        np.array(3.5),  # 0-d (BatchNorm's num_batches_tracked is one)
+        np.zeros((0, 3), dtype=np.float16),
+        np.ones((2, 1, 1), dtype=">f8"),  # big-endian
+    ],
+)
+def test_decode_reads_what_numpy_wrote(values: np.ndarray) -> None:
+    array = Array(values)
+    got = decode(array)
+    assert got.dtype == values.dtype and got.shape == values.shape
+    assert np.array_equal(got, values)
+
+
+def test_odd_files_fall_back_to_numpy_which_never_unpickles() -> None:
+    buffer = io.BytesIO()
+    np.save(buffer, np.array([{"evil": 1}], dtype=object), allow_pickle=True)
+    array = Array(dtype="object", shape=(1,), stype="numpy.ndarray", data=buffer.getvalue())
+    with pytest.raises(ValueError, match="pickle"):
+        decode(array)
+    truncated = Array(np.arange(100, dtype=np.float32))
+    truncated.data = truncated.data[:-8]
+    with pytest.raises(ValueError):
+        decode(truncated)
+
+
+def test_a_checked_update_hands_its_values_to_the_aggregation() -> None:
+    reference = ArrayRecord([np.zeros((2, 2), np.float32)])
+    update = ArrayRecord([np.ones((2, 2), np.float32)])
+    checked, problem = checked_update(update, reference)
+    assert problem == "" and checked is not None
+    array = next(iter(checked.values()))
+    assert isinstance(array, DecodedArray) and np.array_equal(array.numpy(), np.ones((2, 2)))
+    wrong = ArrayRecord([np.ones((3,), np.float32)])
+    assert checked_update(wrong, reference) == (None, "update '0' has shape (3,), expected (2, 2)")
