@@ -144,13 +144,19 @@ class Ledger:
             for name, value in vars(self).items()
             if isinstance(value, np.ndarray)
         }
-        state["plan"] = list(self.plan)
+        # One string, not 100,000: a checkpoint of a large fleet stays one write.
+        state["plan"] = "\n".join(self.plan)
         return state
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         for name, value in state.items():
             if name == "plan":
-                self.plan = list(value)  # type: ignore[call-overload]
+                plans = value.split("\n") if isinstance(value, str) else list(value)  # type: ignore[call-overload]
+                if len(plans) != len(self.devices):
+                    raise ValueError(
+                        f"ledger 'plan' has {len(plans)} entries, expected {len(self.devices)}"
+                    )
+                self.plan = plans
             else:
                 current = getattr(self, name)
                 restored = np.asarray(value)
