@@ -59,10 +59,16 @@ class SelectionStrategy(ABC):
                 f"({fleet_size} devices); choose 1..{fleet_size} or a larger fleet"
             )
 
-    def select(self, ledger: Ledger, server_round: int, now_s: float) -> np.ndarray:
-        """Sorted device indices to train in `server_round` (may be fewer than asked)."""
+    def select(
+        self, ledger: Ledger, server_round: int, now_s: float, k: int | None = None
+    ) -> np.ndarray:
+        """Sorted device indices to train in `server_round` (may be fewer than asked).
+
+        `k` asks for that many instead of the round's (asynchronous FL replaces
+        the devices that finished, a few at a time).
+        """
         eligible = self.eligible(ledger, now_s)
-        k = min(self.wanted(), len(eligible))
+        k = min(self.wanted() if k is None else k, len(eligible))
         if k == 0:
             return np.empty(0, dtype=np.int64)
         chosen = np.asarray(self.choose(ledger, eligible, k, server_round, now_s))

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from fedbench.runtime.base import Runtime
     from fedbench.scenarios.base import Scenario
     from fedbench.server.close.base import RoundClose
+    from fedbench.server.modes import RunMode
     from strategies.base import SelectionStrategy
 
 
@@ -87,6 +88,13 @@ def build_close(experiment: Experiment) -> RoundClose:
     return _built(
         experiment.round_close, RoundClose, "a round-close policy (fedbench.server.close)"
     )
+
+
+@functools.lru_cache(maxsize=8)
+def build_mode(experiment: Experiment) -> RunMode:
+    from fedbench.server.modes import RunMode
+
+    return _built(experiment.mode, RunMode, "a run mode (fedbench.server.modes)")
 
 
 @functools.lru_cache(maxsize=8)

@@ -27,6 +27,7 @@ REQUIRED_GROUPS: tuple[str, ...] = (
     "strategy",
     "algorithm",
     "round_close",
+    "mode",
     "scenario",
     "train",
     "runtime",

@@ -140,6 +140,7 @@ class Experiment:
     strategy: Target  # device selection (strategies/)
     algorithm: Target  # a Flower strategy: aggregation (flwr.serverapp.strategy)
     round_close: Target  # when a round stops waiting (fedbench.server.close)
+    mode: Target  # synchronous rounds or asynchronous FedBuff (fedbench.server.modes)
     scenario: Target
     train: TrainConfig
     runtime: Target

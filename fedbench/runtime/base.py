@@ -25,6 +25,8 @@ class Runtime(ABC):
     round_timeout_s: float  # how long it waits for one round's replies
     # Workers apply each emulated device's real caps (threads, CPUs, memory) to its calls.
     enforce_caps: bool = False
+    # Asynchronous FL orders arrivals on the host's clock (real devices), not the virtual one.
+    wall_clock: bool = False
 
     def check_common(self) -> None:
         for key in ("wait_for_nodes_s", "round_timeout_s"):

@@ -105,6 +105,8 @@ class DeploymentRuntime(Runtime):
             raise FedbenchError(f"runtime.port={self.port!r}: expected 1-65535 or null")
         self.check_common()
 
+    wall_clock = True  # physical devices reply when they reply
+
     def preflight(self, experiment: Experiment) -> None:
         self.check_local_cpus()
 

@@ -23,7 +23,13 @@ from flwr.app import ArrayRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
 from fedbench.devices.meters import make_meter
-from fedbench.experiment.build import build_close, build_runtime, build_scenario, build_selector
+from fedbench.experiment.build import (
+    build_close,
+    build_mode,
+    build_runtime,
+    build_scenario,
+    build_selector,
+)
 from fedbench.experiment.codec import EXPERIMENT_KEY, from_json, to_json
 from fedbench.experiment.schema import Experiment
 from fedbench.fleet import DeviceSpec, expand_fleet
@@ -44,7 +50,7 @@ from fedbench.server.hooks import (
     clock,
     progress,
 )
-from fedbench.server.loop import LoopState, RoundLoop
+from fedbench.server.loop import LoopParts, LoopState
 
 OVERRIDES_KEY = "fedbench-overrides"
 
@@ -104,10 +110,11 @@ def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, A
                 resumed.round, resumed.now_s, resumed.model_version, ArrayRecord(resumed.arrays)
             )
             progress(f"resuming after round {state.round} (virtual {clock(state.now_s)})")
+        view = FleetView(devices, experiment)
         hooks = [
-            AvailabilityHook(FleetView(devices, experiment), ledger),
+            AvailabilityHook(view, ledger),
             LedgerHook(ledger),
-            RecordHook(writer, server_rounds, close.name, wall_start),
+            RecordHook(writer, server_rounds, wall_start),
             ProgressHook(experiment.report.progress_per_round, wall_start, unit),
             CheckpointHook(
                 lambda ckpt: checkpoint.save(run_dir, ckpt),
@@ -118,7 +125,7 @@ def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, A
                 server_rounds,
             ),
         ]
-        loop = RoundLoop(
+        parts = LoopParts(
             grid,
             fleet,
             close,
@@ -127,11 +134,15 @@ def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, A
             side.train_config(),
             side.arrays_key,
             runtime.round_timeout_s,
+            view.available_at,
+            runtime.wall_clock,
         )
+        loop = build_mode(experiment).loop(parts)
         try:
             loop.run(scenario.schedule(), state)
         finally:
             writer.meta["server_time_per_round_s"] = _spread(loop.server_times)
+            writer.meta.update(loop.summary())
     except BaseException as exc:
         server_rounds.close()
         writer.finish("failed", f"{type(exc).__name__}: {exc}", plots=experiment.report.plots)

@@ -21,9 +21,10 @@ Clients must send what the wrapped strategy aggregates (one ArrayRecord,
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
+import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
@@ -67,12 +68,23 @@ class FleetStrategy(Strategy):
         self.sent: list[Sent] = []
         self.skipped = ""  # why a round trained nobody, if it did not
 
-    def begin_round(self, start: RoundStart) -> None:
-        """The round about to be configured (the loop calls this before configure_train)."""
+    def begin_round(
+        self, start: RoundStart, wanted: int | None = None, busy: Collection[int] = ()
+    ) -> None:
+        """The round about to be configured (the loop calls this before configure_train).
+
+        `wanted` devices instead of the selector's round size, none of them `busy`
+        (devices still training, in asynchronous FL).
+        """
         self.round_start = start
-        self.picked = [
-            int(i) for i in self.selector.select(self.ledger, start.spec.round, start.now_s)
-        ]
+        busy = np.asarray(sorted(busy), dtype=np.int64)
+        available = self.ledger.available[busy].copy()
+        self.ledger.available[busy] = False
+        try:
+            chosen = self.selector.select(self.ledger, start.spec.round, start.now_s, wanted)
+        finally:
+            self.ledger.available[busy] = available
+        self.picked = [int(i) for i in chosen]
         self.sent = []
         self.skipped = "" if self.picked else "no eligible device (availability, memory)"
 

@@ -38,6 +38,11 @@ class FleetView:
             if p not in PROFILELESS
         }
         self.profiles: dict[str, DeviceProfile] = {p: load_profile(p) for p in self.groups}
+        # Each device's profile as a code into `self.names` (-1: none), one int per device.
+        self.names = list(self.groups)
+        self.code = np.full(len(devices), -1, dtype=np.int32)
+        for code, idx in enumerate(self.groups.values()):
+            self.code[idx] = code
         self.knobs = dict(experiment.fleet.knobs)
         self.optimizer = workload_optimizer(experiment.train)
 
@@ -88,3 +93,8 @@ class FleetView:
     def update_availability(self, ledger: Ledger, now_s: float) -> None:
         for name, idx in self.groups.items():
             ledger.available[idx] = is_available(self.profiles[name], now_s)
+
+    def available_at(self, device: int, at_s: float) -> bool:
+        """Whether device `device` is available at virtual time `at_s` (no profile: always)."""
+        code = int(self.code[device])
+        return code < 0 or is_available(self.profiles[self.names[code]], at_s)

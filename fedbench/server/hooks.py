@@ -56,12 +56,10 @@ class RecordHook(ServerHook):
         self,
         writer: RunWriter,
         server_rounds: ServerRoundsWriter,
-        close_name: str,
         wall_start: float,
     ) -> None:
         self.writer = writer
         self.server_rounds = server_rounds
-        self.close_name = close_name
         self.wall_start = wall_start
 
     def on_round(self, outcome: RoundOutcome, state: LoopState) -> None:
@@ -77,7 +75,7 @@ class RecordHook(ServerHook):
                 picked=outcome.picked,
                 replied=replied,
                 aggregated=outcome.aggregated,
-                close=self.close_name,
+                close=outcome.closing.policy,
                 close_reason=outcome.skipped or outcome.closing.reason,
                 model_version=outcome.model_version,
                 host_round_s=outcome.host_round_s,

@@ -22,8 +22,9 @@ restores.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
@@ -31,10 +32,11 @@ from flwr.serverapp import Grid
 
 from fedbench.report.records import RoundReport
 from fedbench.scenarios.base import RoundSpec
+from fedbench.server.clock import EventClock
 from fedbench.server.close.base import Closing, RoundClose
 from fedbench.server.evaluation import Evaluator
 from fedbench.server.fleet_strategy import FleetStrategy, RoundStart
-from fedbench.server.replies import Reply, read_replies
+from fedbench.server.replies import Reply, Sent, read_replies
 
 
 @dataclass
@@ -81,26 +83,37 @@ class ServerHook:
         """The round is over and `state` is the loop's state after it."""
 
 
+@dataclass(frozen=True)
+class LoopParts:
+    """What the server assembly hands a run mode's loop (fedbench.server.modes)."""
+
+    grid: Grid
+    fleet: FleetStrategy
+    close: RoundClose
+    evaluator: Evaluator
+    hooks: Sequence[ServerHook]
+    train_config: ConfigRecord
+    arrays_key: str
+    timeout_s: float  # host seconds to wait for replies
+    available_at: Callable[[int, float], bool] | None = None  # a device's availability at t
+    wall_clock: bool = False  # physical devices: arrivals happen on the host's clock
+
+
 class RoundLoop:
-    def __init__(
-        self,
-        grid: Grid,
-        fleet: FleetStrategy,
-        close: RoundClose,
-        evaluator: Evaluator,
-        hooks: Sequence[ServerHook],
-        train_config: ConfigRecord,
-        arrays_key: str,
-        timeout_s: float,
-    ) -> None:
-        self.grid = grid
-        self.fleet = fleet
-        self.close = close
-        self.evaluator = evaluator
-        self.hooks = list(hooks)
-        self.train_config = train_config
-        self.arrays_key = arrays_key
-        self.timeout_s = timeout_s
+    """Synchronous rounds: each round awaits its devices, the close policy cuts it."""
+
+    def __init__(self, parts: LoopParts) -> None:
+        self.grid = parts.grid
+        self.fleet = parts.fleet
+        self.close = parts.close
+        self.evaluator = parts.evaluator
+        self.hooks = list(parts.hooks)
+        self.train_config = parts.train_config
+        self.arrays_key = parts.arrays_key
+        self.timeout_s = parts.timeout_s
+        self.available_at = parts.available_at
+        self.wall_clock = parts.wall_clock
+        self.in_flight: list[Sent] = []  # the devices of the last push
         # The server's own seconds per round, hooks (ledger, records, checkpoint) included.
         self.server_times: list[float] = []
 
@@ -112,31 +125,27 @@ class RoundLoop:
         return state
 
     def run_round(self, spec: RoundSpec, state: LoopState) -> LoopState:
-        now_s = max(state.now_s, spec.earliest_start_s)
+        """One synchronous round: every arrival awaited, the close policy cuts it."""
+        clock: EventClock[Reply] = EventClock(state.now_s)
+        clock.advance(spec.earliest_start_s)  # a day starts at its hour, not before
+        now_s = clock.now_s
         for hook in self.hooks:
             hook.before_round(spec, now_s)
         started = time.perf_counter()
-        self.fleet.begin_round(RoundStart(spec, now_s, state.model_version))
-        config = ConfigRecord(dict(self.train_config))  # strategies write into it
-        messages = list(self.fleet.configure_train(spec.round, state.arrays, config, self.grid))
+        messages = self.dispatch(spec, now_s, state)
         waiting = time.perf_counter()
-        replies, received_at = self._collect(messages)
+        ids = self.push(messages)
+        replies, received_at = self.pull(ids, wait_for_all=True)
         waited = time.perf_counter() - waiting
-        sent = [dataclasses.replace(s, sent_at=self._pushed_at) for s in self.fleet.sent]
-        read = read_replies(
-            spec.round, spec.day, sent, replies, state.arrays, self.arrays_key, received_at
-        )
+        read = self.read(spec, replies, received_at, state.arrays)
+        read = self.arrivals(clock, read)
         closing = self.close.close([r.report for r in read], self.fleet.selector.clients_per_round)
         read = [_late(r, closing) for r in read]
-        accepted = [r.as_message() for r in read if r.update is not None]
-        arrays, metrics, version = state.arrays, None, state.model_version
-        if accepted:
-            new_arrays, metrics = self.fleet.aggregate_train(spec.round, accepted)
-            if new_arrays is not None:
-                arrays, version = new_arrays, version + 1
+        accepted = [r for r in read if r.update is not None]
+        arrays, metrics = self.aggregate(spec.round, accepted, state.arrays)
+        version = state.model_version + (arrays is not state.arrays)
         host_s = time.perf_counter() - started
         after = LoopState(spec.round, now_s + closing.duration_s, version, arrays)
-        evaluation = self.evaluator(spec.round, arrays) if spec.evaluate else None
         outcome = RoundOutcome(
             spec=spec,
             start_s=now_s,
@@ -146,34 +155,112 @@ class RoundLoop:
             aggregated=len(accepted),
             model_version=version,
             train_metrics=metrics,
-            evaluation=evaluation,
+            evaluation=self.evaluator(spec.round, arrays) if spec.evaluate else None,
             host_round_s=host_s,
             server_s=host_s - waited,
             skipped=self.fleet.skipped,
         )
-        hooks_start = time.perf_counter()
-        for hook in self.hooks:
-            hook.on_round(outcome, after)
-        self.server_times.append(outcome.server_s + time.perf_counter() - hooks_start)
+        self.finish(outcome, after)
         return after
 
-    def _collect(self, messages: list[Message]) -> tuple[list[Message], dict[str, float]]:
-        """Push the round's messages and pull replies until all are in or the timeout passes."""
-        self._pushed_at = time.time()
+    # -- the building blocks every run mode shares -----------------------------------
+
+    def dispatch(
+        self,
+        spec: RoundSpec,
+        now_s: float,
+        state: LoopState,
+        wanted: int | None = None,
+        busy: Collection[int] = (),
+    ) -> list[Message]:
+        """Pick devices at `now_s` and build their messages (self.fleet.sent lists them)."""
+        self.fleet.begin_round(RoundStart(spec, now_s, state.model_version), wanted, busy)
+        config = ConfigRecord(dict(self.train_config))  # strategies write into it
+        return list(self.fleet.configure_train(spec.round, state.arrays, config, self.grid))
+
+    def push(self, messages: list[Message]) -> set[str]:
+        """Send the messages; the devices they are for are `self.fleet.sent`, now stamped."""
+        pushed_at = time.time()
+        self.in_flight = [dataclasses.replace(s, sent_at=pushed_at) for s in self.fleet.sent]
         if not messages:
-            return [], {}
-        ids = {i for i in self.grid.push_messages(messages) if i}
+            return set()
+        return {i for i in self.grid.push_messages(messages) if i}
+
+    def pull(self, ids: set[str], wait_for_all: bool) -> tuple[list[Message], dict[str, float]]:
+        """Replies to `ids`: all of them (or what came by the timeout), or the first to come."""
         replies: list[Message] = []
         received_at: dict[str, float] = {}
         end = time.monotonic() + self.timeout_s
+        ids = set(ids)
         while ids and time.monotonic() < end:
             for reply in self.grid.pull_messages(ids):
                 replies.append(reply)
                 received_at[reply.metadata.reply_to_message_id] = time.time()
                 ids.discard(reply.metadata.reply_to_message_id)
-            if ids:
-                time.sleep(0.05)
+            if not ids or (replies and not wait_for_all):
+                break
+            time.sleep(0.05)
         return replies, received_at
+
+    def read(
+        self,
+        spec: RoundSpec,
+        replies: list[Message],
+        received_at: dict[str, float],
+        arrays: ArrayRecord,
+        sent: Sequence[Sent] | None = None,
+    ) -> list[Reply]:
+        """Every sent device's reply as a report (and an update if it brought one)."""
+        sent = self.in_flight if sent is None else sent
+        return read_replies(
+            spec.round, spec.day, sent, replies, arrays, self.arrays_key, received_at
+        )
+
+    def arrivals(self, clock: EventClock[Reply], read: list[Reply]) -> list[Reply]:
+        """Replies in arrival order on the clock; a device offline at its reply is dropped."""
+        for reply in read:
+            clock.schedule(_arrival_s(reply), reply)
+        out = []
+        while len(clock):
+            reply = clock.pop().what
+            out.append(self.still_there(reply, clock.now_s))
+        return sorted(out, key=lambda r: r.device.name)
+
+    def still_there(self, reply: Reply, at_s: float) -> Reply:
+        """The reply, or `dropped` when the device's availability window closed before it."""
+        if reply.report.status != "ok" or self.available_at is None:
+            return reply
+        if self.available_at(reply.device.index, at_s):
+            return reply
+        why = f"went offline before replying (availability window, virtual {at_s:.0f}s)"
+        return dataclasses.replace(
+            reply, report=reply.report.with_status("dropped", why), update=None
+        )
+
+    def aggregate(
+        self, server_round: int, accepted: list[Reply], arrays: ArrayRecord
+    ) -> tuple[ArrayRecord, MetricRecord | None]:
+        """The wrapped Flower strategy's aggregate of the accepted updates (or `arrays`)."""
+        if not accepted:
+            return arrays, None
+        new, metrics = self.fleet.aggregate_train(server_round, [r.as_message() for r in accepted])
+        return (arrays if new is None else new), metrics
+
+    def summary(self) -> dict[str, object]:
+        """What the run mode adds to summary.json (asynchronous FL: its staleness)."""
+        return {}
+
+    def finish(self, outcome: RoundOutcome, after: LoopState) -> None:
+        hooks_start = time.perf_counter()
+        for hook in self.hooks:
+            hook.on_round(outcome, after)
+        self.server_times.append(outcome.server_s + time.perf_counter() - hooks_start)
+
+
+def _arrival_s(reply: Reply) -> float:
+    """When a reply reached the server on the virtual clock (at its start if it never ran)."""
+    end = reply.report.end_s
+    return reply.report.start_s if math.isnan(end) else end
 
 
 def _late(reply: Reply, closing: Closing) -> Reply:

@@ -28,7 +28,8 @@ from fedbench.server.close.base import RoundClose
 from fedbench.server.close.wait_all import WaitForAll
 from fedbench.server.evaluation import Evaluator, NoEvaluation
 from fedbench.server.fleet_strategy import FleetStrategy
-from fedbench.server.loop import LoopState, RoundLoop, ServerHook
+from fedbench.server.loop import LoopParts, LoopState, RoundLoop, ServerHook
+from fedbench.server.modes import RunMode, Synchronous
 from fedbench.server.seating import PooledSeating
 from strategies.random import RandomSelection
 from tests.helpers import task_identity
@@ -165,6 +166,7 @@ def build_loop(
     evaluator: Evaluator | None = None,
     train_config: ConfigRecord | None = None,
     per_call: int = 1,
+    mode: RunMode | None = None,
 ) -> tuple[RoundLoop, FakeGrid, Ledger]:
     task_identity()
     names = sorted(devices)
@@ -184,7 +186,7 @@ def build_loop(
         "{}",
         ("emulated",) * len(fleet),
     )
-    loop = RoundLoop(
+    parts = LoopParts(
         grid,
         strategy,
         close or WaitForAll(),
@@ -194,6 +196,7 @@ def build_loop(
         "arrays",
         timeout_s=0.2,  # host seconds: a device that never replies costs the test only this
     )
+    loop = (mode or Synchronous()).loop(parts)
     return loop, grid, ledger
 
 

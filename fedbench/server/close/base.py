@@ -23,6 +23,7 @@ class Closing:
     duration_s: float  # the round's length on the virtual clock
     late: dict[str, str]  # device name -> why its reply did not count (status timeout)
     reason: str  # what ended the round, for the records
+    policy: str = ""  # who closed it: a round-close policy's name, or the run mode's
 
 
 class RoundClose(ABC):

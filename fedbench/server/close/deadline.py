@@ -31,4 +31,4 @@ class Deadline(RoundClose):
         }
         duration = min(longest(reports), self.deadline_s)
         reason = f"deadline {self.deadline_s:g}s" if late else "every reply before the deadline"
-        return Closing(duration, late, reason)
+        return Closing(duration, late, reason, self.name)

@@ -43,6 +43,6 @@ class FirstK(RoundClose):
             if r.status == "ok" and arrival_s(r) > limit
         }
         if len(kept) == k:
-            return Closing(arrival_s(kept[-1]), late, f"first {k} updates")
+            return Closing(arrival_s(kept[-1]), late, f"first {k} updates", self.name)
         duration = min(longest(reports), limit)
-        return Closing(duration, late, f"{len(kept)} of {k} updates by the end")
+        return Closing(duration, late, f"{len(kept)} of {k} updates by the end", self.name)

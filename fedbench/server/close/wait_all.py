@@ -16,4 +16,4 @@ class WaitForAll(RoundClose):
     name = "all"
 
     def close(self, reports: Sequence[RoundReport], wanted: int) -> Closing:
-        return Closing(longest(reports), {}, "every reply awaited")
+        return Closing(longest(reports), {}, "every reply awaited", self.name)

@@ -1,0 +1,289 @@
+"""FedBuff on fedbench's clock: devices train at their own pace, the server aggregates a buffer.
+
+The loop keeps `concurrency` devices training. Each is dispatched with the
+global model of the moment it starts (its version is remembered) and
+arrives at its own time: on the virtual clock in simulation (its emulated
+round trip), on the host's clock in deployment (when its reply comes).
+Arrivals are processed in time order; every `buffer_size` accepted updates
+the server aggregates and the version advances. A device that arrives frees
+its slot, which the selector fills with a new pick.
+
+Processing in virtual-time order while the host trains devices in parallel:
+an arrival can be taken from the queue once no device still training could
+arrive before it. A device dispatched at t arrives no earlier than t plus
+its network time (the emulator's round trip is compute plus network), so the
+server waits for the replies in flight only when the next known arrival lies
+beyond that bound. The order - and so every record - is the same on any
+host, with any number of workers.
+
+Stale updates are rebased before aggregation: a device that trained from
+version v sends w_v + delta; the Flower strategy receives w_now + delta,
+weighted by num-examples x the staleness weight (FedBuff's server step with
+a learning rate of 1, normalised by the weights). Aggregation stays the
+wrapped strategy's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, MetricRecord, RecordDict
+
+from fedbench.errors import FedbenchError
+from fedbench.protocol import METRICS, NUM_EXAMPLES
+from fedbench.scenarios.base import RoundSpec
+from fedbench.server.clock import EventClock
+from fedbench.server.close.base import Closing
+from fedbench.server.loop import LoopParts, LoopState, RoundLoop, RoundOutcome
+from fedbench.server.modes import FedBuff
+from fedbench.server.replies import Reply, Sent
+
+Values = dict[str, np.ndarray]
+
+
+@dataclass
+class _Window:
+    """What happened between two aggregations: one server_rounds.csv row."""
+
+    start_s: float
+    host_start: float
+    picked: int = 0
+    replies: list[Reply] = field(default_factory=list)
+    waited_s: float = 0.0
+
+
+@dataclass
+class _Pending:
+    """A message in flight: the round it was dispatched for and its devices."""
+
+    spec: RoundSpec
+    sent: list[Sent] = field(default_factory=list)
+
+
+# Virtual seconds without any device to pick before an asynchronous run gives up.
+MAX_IDLE_S = 30 * 86_400.0
+
+
+class FedBuffLoop(RoundLoop):
+    def __init__(self, parts: LoopParts, mode: FedBuff) -> None:
+        super().__init__(parts)
+        self.mode = mode
+        self._received_at: dict[str, float] = {}
+        self.applied = 0
+        self.discarded = 0
+        self.staleness: list[int] = []
+
+    def run(self, schedule: Iterable[RoundSpec], state: LoopState) -> LoopState:
+        specs = iter([s for s in schedule if s.round > state.round])
+        spec = next(specs, None)
+        clock: EventClock[Reply] = EventClock(state.now_s)
+        concurrency = self.mode.concurrency or self.fleet.selector.wanted()
+        versions: dict[int, Values] = {state.model_version: _values(state.arrays)}
+        flights: dict[int, Sent] = {}  # device index -> its dispatch
+        pending: dict[str, _Pending] = {}  # message id -> the devices whose reply is awaited
+        buffer: list[Reply] = []
+        window = _Window(clock.now_s, time.perf_counter())
+        wall0 = time.time() - state.now_s  # wall mode: the clock is the host's, from the start
+        idle_since = clock.now_s
+        while spec is not None:
+            if not flights and clock.now_s < spec.earliest_start_s:
+                clock.advance(spec.earliest_start_s)  # nothing to wait for: idle to the next day
+            free = concurrency - len(flights)
+            if free > 0 and clock.now_s >= spec.earliest_start_s:
+                self._fill(spec, clock.now_s, state, free, flights, pending)
+                window.picked += len(self.in_flight)
+            event = clock.peek()
+            if event is not None and event.time_s <= self._horizon(pending, wall0):
+                reply = clock.pop().what
+                flights.pop(reply.device.index, None)
+                reply = self._arrive(reply, clock.now_s, state.model_version)
+                window.replies.append(reply)
+                if reply.update is not None:
+                    buffer.append(reply)
+                if len(buffer) >= self.mode.buffer_size:
+                    state = self._apply(spec, state, buffer, window, clock.now_s, versions)
+                    versions = {v: versions[v] for v in {f.model_version for f in flights.values()}}
+                    versions[state.model_version] = _values(state.arrays)
+                    buffer, window = [], _Window(clock.now_s, time.perf_counter())
+                    spec = next(specs, None)
+                continue
+            if pending:
+                waited = time.perf_counter()
+                for reply in self._receive(pending, state, wall0):
+                    clock.schedule(self._arrival_s(reply, wall0), reply)
+                window.waited_s += time.perf_counter() - waited
+                continue
+            if not flights:  # nobody can train now (availability): wait for the next hour
+                if clock.now_s - idle_since > MAX_IDLE_S:
+                    raise FedbenchError(
+                        f"mode=fedbuff: no device could be picked for {MAX_IDLE_S / 86400:g} "
+                        "virtual days (availability, memory); the run cannot go on"
+                    )
+                clock.advance(clock.now_s + 3600.0)
+                continue
+            idle_since = clock.now_s
+        return state
+
+    def summary(self) -> dict[str, object]:
+        s = sorted(self.staleness)
+        return {
+            "async": {
+                "mode": self.mode.name,
+                "buffer_size": self.mode.buffer_size,
+                "updates_applied": self.applied,
+                "updates_discarded_stale": self.discarded,
+                "staleness": {
+                    "mean": statistics.fmean(s) if s else None,
+                    "median": statistics.median(s) if s else None,
+                    "p90": s[int(0.9 * (len(s) - 1))] if s else None,
+                    "max": s[-1] if s else None,
+                    "histogram": {str(v): s.count(v) for v in sorted(set(s))},
+                },
+            }
+        }
+
+    # -- steps ------------------------------------------------------------------------
+
+    def _fill(
+        self,
+        spec: RoundSpec,
+        now_s: float,
+        state: LoopState,
+        free: int,
+        flights: dict[int, Sent],
+        pending: dict[str, _Pending],
+    ) -> None:
+        for hook in self.hooks:
+            hook.before_round(spec, now_s)
+        messages = self.dispatch(spec, now_s, state, wanted=free, busy=flights.keys())
+        self.push(messages)
+        for sent in self.in_flight:
+            flights[sent.device.index] = sent
+            pending.setdefault(sent.message.metadata.message_id, _Pending(spec)).sent.append(sent)
+
+    def _horizon(self, pending: Mapping[str, _Pending], wall0: float) -> float:
+        """The earliest a device still training could arrive (wall clock: now)."""
+        if self.wall_clock:
+            return time.time() - wall0
+        comm = self.fleet.ledger.pred_comm_s
+        return min(
+            (s.start_s + _finite(comm[s.device.index]) for p in pending.values() for s in p.sent),
+            default=math.inf,
+        )
+
+    def _receive(self, pending: dict[str, _Pending], state: LoopState, wall0: float) -> list[Reply]:
+        """Replies in flight: all of them (virtual clock), or what has come (wall clock)."""
+        replies, received_at = self.pull(set(pending), wait_for_all=not self.wall_clock)
+        self._received_at.update(received_at)
+        now = time.time()
+        if self.wall_clock:  # what came, and what waited longer than the round timeout
+            done = {r.metadata.reply_to_message_id for r in replies}
+            done |= {i for i, p in pending.items() if now - p.sent[0].sent_at > self.timeout_s}
+        else:  # every device in flight: their arrivals are needed to order the queue
+            done = set(pending)
+        out: list[Reply] = []
+        for message_id in done:
+            p = pending.pop(message_id)
+            mine = [r for r in replies if r.metadata.reply_to_message_id == message_id]
+            out.extend(self.read(p.spec, mine, received_at, state.arrays, sent=p.sent))
+        return out
+
+    def _arrival_s(self, reply: Reply, wall0: float) -> float:
+        if self.wall_clock:
+            at = self._received_at.get(reply.instruction.metadata.message_id, time.time())
+            return at - wall0
+        end = reply.report.end_s
+        return reply.report.start_s if math.isnan(end) else end
+
+    def _arrive(self, reply: Reply, at_s: float, version: int) -> Reply:
+        """The arrival at `at_s`: offline devices dropped, stale updates refused, staleness kept."""
+        reply = self.still_there(reply, at_s)
+        staleness = version - reply.report.model_version
+        report = dataclasses.replace(reply.report, staleness=staleness, end_s=at_s)
+        reply = dataclasses.replace(reply, report=report)
+        if reply.update is None:
+            return reply
+        limit = self.mode.max_staleness
+        if limit is not None and staleness > limit:
+            self.discarded += 1
+            why = f"stale: trained on version {report.model_version}, {staleness} > {limit} behind"
+            return dataclasses.replace(
+                reply, report=report.with_status("timeout", why), update=None
+            )
+        return reply
+
+    def _apply(
+        self,
+        spec: RoundSpec,
+        state: LoopState,
+        buffer: list[Reply],
+        window: _Window,
+        now_s: float,
+        versions: Mapping[int, Values],
+    ) -> LoopState:
+        """Aggregate the buffer into a new version and record the window as a round."""
+        current = versions[state.model_version]
+        rebased = [self._rebased(r, current, versions, state.model_version) for r in buffer]
+        arrays, metrics = self.aggregate(spec.round, rebased, state.arrays)
+        version = state.model_version + (arrays is not state.arrays)
+        for reply in buffer:
+            self.staleness.append(state.model_version - reply.report.model_version)
+        self.applied += len(buffer)
+        after = LoopState(spec.round, now_s, version, arrays)
+        host_s = time.perf_counter() - window.host_start
+        replies = [
+            dataclasses.replace(r, report=dataclasses.replace(r.report, round=spec.round))
+            for r in window.replies
+        ]
+        outcome = RoundOutcome(
+            spec=spec,
+            start_s=window.start_s,
+            closing=Closing(
+                now_s - window.start_s, {}, f"buffer of {len(buffer)} updates", self.mode.name
+            ),
+            replies=sorted(replies, key=lambda r: (r.report.end_s, r.device.name)),
+            picked=window.picked,
+            aggregated=len(buffer),
+            model_version=version,
+            train_metrics=metrics,
+            evaluation=self.evaluator(spec.round, arrays) if spec.evaluate else None,
+            host_round_s=host_s,
+            server_s=host_s - window.waited_s,
+            skipped=self.fleet.skipped if not buffer else "",
+        )
+        self.finish(outcome, after)
+        return after
+
+    def _rebased(
+        self, reply: Reply, current: Values, versions: Mapping[int, Values], now: int
+    ) -> Reply:
+        """The update moved onto the current model, its weight scaled by its staleness."""
+        assert reply.update is not None
+        trained_on = reply.report.model_version
+        base = versions[trained_on]
+        record = next(iter(reply.update.array_records.values()))
+        moved = ArrayRecord(
+            {
+                k: Array(np.asarray(current[k] + (a.numpy() - base[k]), dtype=current[k].dtype))
+                for k, a in record.items()
+            }
+        )
+        metrics = reply.update.metric_records[METRICS]
+        weighted = MetricRecord(dict(metrics))
+        weighted[NUM_EXAMPLES] = float(metrics[NUM_EXAMPLES]) * self.mode.weight(now - trained_on)  # type: ignore[arg-type]
+        key = next(iter(reply.update.array_records))
+        return dataclasses.replace(reply, update=RecordDict({key: moved, METRICS: weighted}))
+
+
+def _values(arrays: ArrayRecord) -> Values:
+    return {k: np.array(a.numpy()) for k, a in arrays.items()}
+
+
+def _finite(x: float) -> float:
+    return 0.0 if math.isnan(x) else float(x)

@@ -1,0 +1,69 @@
+"""FedBuff on the virtual clock, with fabricated devices of two speeds."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from fedbench.server.loop import LoopState
+from fedbench.server.modes import FedBuff
+from tests.server.fakes import Recorder, build_loop, device, spec, weights
+
+
+def _run(mode: FedBuff, aggregations: int) -> tuple[LoopState, Recorder]:
+    hook = Recorder()
+    devices = {"fast": device(1.0, 1.0), "slow": device(3.0, 10.0)}
+    loop, _, _ = build_loop(devices, k=2, hooks=[hook], mode=mode)
+    state = loop.run([spec(r) for r in range(1, aggregations + 1)], LoopState(0, 0.0, 0, weights()))
+    return state, hook
+
+
+def test_the_fast_device_contributes_more_and_the_slow_one_arrives_stale() -> None:
+    state, hook = _run(FedBuff(buffer_size=2, concurrency=2), aggregations=4)
+    rows = [r for outcome in hook.outcomes for r in outcome.reports]  # type: ignore[attr-defined]
+    fast = [r for r in rows if r.device == "fast"]
+    slow = [r for r in rows if r.device == "slow"]
+    assert len(fast) > 2 * len(slow) >= 2
+    # Events on the virtual clock: fast arrives at 1, 2, 3, ...; slow at 3 and 6.
+    assert [r.end_s for r in slow] == [3.0, 6.0]
+    assert [r.end_s for r in fast][:3] == [1.0, 2.0, 3.0]
+    # The slow device started on version 0 and arrived after one aggregation: staleness 1.
+    assert slow[0].model_version == 0 and slow[0].staleness == 1
+    assert all(r.staleness == 0 for r in fast[:3])
+    assert state.model_version == 4 and state.round == 4
+
+
+def test_staleness_weights_the_stale_update_down() -> None:
+    hook = _run(FedBuff(buffer_size=2, concurrency=2), aggregations=2)[1]
+    second = hook.outcomes[1]  # the slow update (stale by 1, +10) with a fresh fast one (+1)
+    assert sorted(r.device for r in second.reports) == ["fast", "slow"]  # type: ignore[attr-defined]
+    w = 1 / math.sqrt(2)  # polynomial weight 1/(1+s)^0.5 at staleness 1
+    expected = 1.0 + (w * 10.0 + 1.0) / (w + 1.0)  # version 1 is +1; rebased deltas averaged
+    state, _ = _run(FedBuff(buffer_size=2, concurrency=2), aggregations=2)
+    assert np.allclose(state.arrays["w"].numpy(), expected)
+    constant, _ = _run(FedBuff(buffer_size=2, concurrency=2, staleness="constant"), 2)
+    assert np.allclose(constant.arrays["w"].numpy(), 1.0 + 11.0 / 2)
+
+
+def test_updates_too_stale_are_dropped_and_counted() -> None:
+    mode = FedBuff(buffer_size=1, concurrency=2, max_staleness=1)
+    hook = Recorder()
+    devices = {"fast": device(1.0, 1.0), "slow": device(3.0, 10.0)}
+    loop, _, _ = build_loop(devices, k=2, hooks=[hook], mode=mode)
+    loop.run([spec(r) for r in range(1, 6)], LoopState(0, 0.0, 0, weights()))
+    rows = [r for outcome in hook.outcomes for r in outcome.reports]  # type: ignore[attr-defined]
+    stale = [r for r in rows if r.device == "slow"]
+    assert stale and stale[0].status == "timeout" and stale[0].reason.startswith("stale:")
+    summary = loop.summary()["async"]  # type: ignore[index]
+    assert summary["updates_discarded_stale"] >= 1 and summary["updates_applied"] == 5
+
+
+def _records(hook: Recorder) -> list[tuple[str, float, float, int]]:
+    return [(r.device, r.start_s, r.end_s, r.staleness) for o in hook.outcomes for r in o.reports]  # type: ignore[attr-defined]
+
+
+def test_the_same_seed_gives_the_same_records() -> None:
+    first = _run(FedBuff(buffer_size=2, concurrency=2), 5)[1]
+    second = _run(FedBuff(buffer_size=2, concurrency=2), 5)[1]
+    assert _records(first) == _records(second)
