@@ -22,31 +22,71 @@ from pathlib import Path
 
 from fedbench.characterize.device import THIS, HostOptions, open_device
 from fedbench.characterize.output import StudyResult, write_meta
-from fedbench.characterize.registry import build_study, params_of, study_names
+from fedbench.characterize.registry import build_study, params_of, study_config, study_names
 from fedbench.characterize.workloads import WorkloadBook
+from fedbench.cli.grammar import Args, Grammar, Key
 from fedbench.devices.schema import closest
 from fedbench.errors import FedbenchError, choices
 
-GLOBAL_KEYS: tuple[str, ...] = ("study", "device", "out")
-HOST_KEYS: tuple[str, ...] = ("warmup", "steps", "threads")
 TRAINS = "daily_accuracy"  # trains for real: not part of study=all
 DEFAULT_ROOT = Path("outputs") / "characterize"
 
 
+def _study_help(args: Args) -> str:
+    """Each study's parameters and their defaults (only the named study's, if given)."""
+    names = study_names()
+    picked = [s for s in args.get("study", "").split(",") if s in names] or names
+    out = ["study parameters (key=value; defaults from conf/characterize/<study>.yaml):"]
+    for study in picked:
+        out.append(f"  {study}:")
+        for key, default in study_config(study).items():
+            if key != "_target_":
+                out.append(f"    {key}={_shown(default)}")
+    return "\n".join(out)
+
+
+def _shown(value: object) -> str:
+    """A YAML default as it is typed on the command line."""
+    if isinstance(value, list):
+        return ",".join(_shown(v) for v in value)
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else str(value).lower()
+    return str(value)
+
+
+GRAMMAR = Grammar(
+    prog="python -m fedbench.characterize",
+    summary="Papers 000-002's characterisation studies on an emulated device or this host.",
+    keys=(
+        Key(
+            "study", "a study, a comma list, or all (every study but daily_accuracy)", required=True
+        ),
+        Key("device", "a device profile, or `this` for real timed steps here", required=True),
+        Key(
+            "out",
+            "output folder (unset: outputs/characterize/<study>/<device>; "
+            "with several studies <out>/<study>)",
+        ),
+        Key("warmup", "device=this: untimed steps first", str(HostOptions.warmup)),
+        Key("steps", "device=this: timed steps, at least", str(HostOptions.steps)),
+        Key("threads", "device=this: training threads (unset: every CPU allowed)"),
+    ),
+    examples=(
+        "python -m fedbench.characterize study=batch_sweep device=jetson_tx2",
+        "python -m fedbench.characterize study=all device=rpi4 out=results/rpi4",
+        "python -m fedbench.characterize study=cpu_config device=this models=lenet",
+    ),
+    open_keys="Any other key is a parameter of the chosen studies (below); "
+    "`python -m fedbench.characterize study=NAME --help` lists one study's.",
+    aliases={"hydra.run.dir": "out"},
+    extra_help=_study_help,
+)
+GLOBAL_KEYS: tuple[str, ...] = ("study", "device", "out")
+HOST_KEYS: tuple[str, ...] = ("warmup", "steps", "threads")
+
+
 def parse_args(argv: Sequence[str]) -> dict[str, str]:
-    args: dict[str, str] = {}
-    for item in argv:
-        key, eq, value = item.partition("=")
-        if not eq or not key:
-            raise FedbenchError(f"argument {item!r}: expected key=value (e.g. study=batch_sweep)")
-        args[key] = value
-    for key in ("study", "device"):
-        if key not in args:
-            raise FedbenchError(
-                f"missing {key}=...; usage: python -m fedbench.characterize "
-                f"study=<{'|'.join(['all', *study_names()])}> device=<profile|this> [key=value ...]"
-            )
-    return args
+    return GRAMMAR.parse(argv).values
 
 
 def pick_studies(raw: str) -> list[str]:
@@ -147,9 +187,4 @@ def run(argv: Sequence[str]) -> list[StudyResult]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        run(sys.argv[1:] if argv is None else argv)
-    except FedbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return GRAMMAR.main(run, argv)
