@@ -7,7 +7,10 @@ reports unknown groups and options with the valid choices.
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
+import traceback
 from pathlib import Path
 
 import hydra
@@ -16,9 +19,12 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from fedbench.cli import help as main_help
 from fedbench.config import resolve
 from fedbench.errors import FedbenchError
 from fedbench.preflight import preflight, targets
+from fedbench.report.progress import console
+from fedbench.report.provenance import COMMAND_ENV
 from fedbench.resume import resumed_experiment
 
 
@@ -34,13 +40,26 @@ def run(cfg: DictConfig) -> None:
         overrides = [o for o in HydraConfig.get().overrides.task if not o.startswith("resume=")]
         experiment = resumed_experiment(Path(resume), experiment if overrides else None)
         run_dir = Path(experiment["output_dir"])
-    for path, target in targets(experiment):
-        print(f"[fedbench] {path}: {target}", file=sys.stderr)
-    preflight(experiment)
-    if not resume:
-        (run_dir / "config.yaml").write_text(yaml.safe_dump(experiment, sort_keys=False))
-    runtime = instantiate(cfg.runtime)
-    runtime.run(experiment, run_dir, bool(experiment.get("verbose", False)))
+    console.attach(run_dir)  # everything printed from here on is also in console.log
+    try:
+        for path, target in targets(experiment):
+            console.line(f"{path}: {target}")
+        preflight(experiment)
+        if not resume:
+            (run_dir / "config.yaml").write_text(yaml.safe_dump(experiment, sort_keys=False))
+        runtime = instantiate(cfg.runtime)
+        runtime.run(experiment, run_dir, bool(experiment.get("verbose", False)))
+    except FedbenchError as exc:
+        print(f"fedbench: error: {exc}", file=sys.stderr)  # in console.log too
+        sys.exit(2)
+    except Exception:
+        console.record(traceback.format_exc())  # the console shows it once Hydra reports it
+        raise
+    finally:
+        console.detach(run_dir)
+
+
+main_help.register()  # conf/hydra/help/fedbench.yaml calls it
 
 
 @hydra.main(version_base=None, config_path="pkg://fedbench.conf", config_name="config")
@@ -53,6 +72,9 @@ def _main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
+    # The exact command line, for summary.json's provenance (also in processes started
+    # for the run, e.g. the deployment's ServerApp).
+    os.environ.setdefault(COMMAND_ENV, shlex.join(getattr(sys, "orig_argv", sys.argv)))
     _main()
 
 

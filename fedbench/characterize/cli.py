@@ -13,7 +13,6 @@ and with several studies <out>/<study>), on `device=this` also `warmup`,
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
@@ -22,11 +21,13 @@ from pathlib import Path
 
 from fedbench.characterize.device import THIS, HostOptions, open_device
 from fedbench.characterize.output import StudyResult, write_meta
+from fedbench.characterize.progress import ShownDevice
 from fedbench.characterize.registry import build_study, params_of, study_config, study_names
 from fedbench.characterize.workloads import WorkloadBook
 from fedbench.cli.grammar import Args, Grammar, Key
 from fedbench.devices.schema import closest
 from fedbench.errors import FedbenchError, choices
+from fedbench.report.progress import console
 
 TRAINS = "daily_accuracy"  # trains for real: not part of study=all
 DEFAULT_ROOT = Path("outputs") / "characterize"
@@ -141,7 +142,8 @@ def run_study(
     folder = out or DEFAULT_ROOT / study / device
     folder.mkdir(parents=True, exist_ok=True)
     started, load0, t0 = datetime.now(timezone.utc), os.getloadavg(), time.perf_counter()
-    result = built.run(dev, folder)
+    with console.task(f"{study} on {device}", unit="steps") as task:
+        result = built.run(ShownDevice(dev, task), folder)
     wall = time.perf_counter() - t0
     write_meta(
         folder / "meta.json",
@@ -175,11 +177,7 @@ def run(argv: Sequence[str]) -> list[StudyResult]:
     for study in studies:
         folder = None if out is None else (out / study if len(studies) > 1 else out)
         result = run_study(study, args["device"], overrides[study], folder, host)
-        print(
-            f"[characterize] {study} on {args['device']}: {result.extra['wall_s']:.1f} s -> "
-            f"{result.csv.parent}",
-            file=sys.stderr,
-        )
+        console.line(f"{study} on {args['device']} -> {result.csv.parent}")
         for line in result.summary:
             print(f"  {line}")
         results.append(result)
