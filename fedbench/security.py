@@ -96,7 +96,7 @@ def issue_tls(out_dir: Path, hosts: Sequence[str]) -> TlsFiles:
     if not hosts:
         raise FedbenchError("a server certificate needs at least one host name or address")
     out_dir.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     start, end = now - dt.timedelta(minutes=5), now + dt.timedelta(days=CERT_DAYS)
 
     ca_key = ec.generate_private_key(ec.SECP384R1())

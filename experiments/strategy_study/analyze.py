@@ -1,4 +1,4 @@
-"""The strategy study's analysis: `python experiments/strategy_study/analyze.py SWEEP... [key=value]`.
+"""The strategy study's analysis: `python experiments/strategy_study/analyze.py SWEEP... [k=v]`.
 
 `python -m fedbench.analyze` with the study's defaults: the tables and
 figures go to results/ next to this file, titled for the study. Every key

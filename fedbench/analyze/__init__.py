@@ -101,7 +101,7 @@ def analyze_run(run_dir: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
 
 def compare(
     run_dirs: Sequence[Path],
-    out: Path,
+    out: Path | None,
     *,
     target_fraction: float = DEFAULT_FRACTION,
     fixed_targets: Mapping[str, float] | None = None,
@@ -110,7 +110,7 @@ def compare(
     formats: Sequence[str] = FORMATS,
     title: str = "Comparison",
 ) -> str:
-    """Compare runs by experiment and strategy; write into `out`, return the table.
+    """Compare runs by experiment and strategy; write into `out` (None: nothing), return the table.
 
     Runs are grouped by experiment (its name; one name with different setups
     is split by what differs) and labelled by strategy; seeds are averaged.
@@ -128,6 +128,8 @@ def compare(
     }
     per_run = run_rows(runs, target_of)
     per_strategy = strategy_rows(per_run)
+    if out is None:
+        return tables(per_strategy, how, baseline)
     days = accuracy_per_day(runs)
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "runs.csv", [asdict(r) for r in per_run])

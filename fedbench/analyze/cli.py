@@ -1,9 +1,10 @@
 """`python -m fedbench.analyze <run folders, sweep folders or globs> [key=value ...]`.
 
-One run folder: its figures and rounds_summary.csv (into the folder) and its
-line of the table. Several runs (a sweep, several sweeps, globs): each run's
-figures where missing, then the comparison into `out` (default: <the one
-folder given>/analysis, or ./analysis) and the table printed.
+One run folder: its figures and rounds_summary.csv (into the folder, if not
+there yet) and its line of the table, printed. Several runs (a sweep,
+several sweeps, globs): each run's figures where missing, then the
+comparison into `out` (default: <the one folder given>/analysis, or
+./analysis) and the table printed.
 """
 
 from __future__ import annotations
@@ -110,10 +111,11 @@ def run(argv: Sequence[str]) -> str:
         value = _target(args["target"], "target")
         names = {_experiment_of(d) for d in dirs}
         fixed = {**{n: value for n in names}, **fixed}
-    if len(dirs) == 1 and "out" not in args:
-        out = dirs[0] / ANALYSIS_DIR
-    elif "out" in args:
+    out: Path | None
+    if "out" in args:
         out = Path(args["out"])
+    elif len(dirs) == 1:  # one run: its figures are in its folder; the table is printed
+        out = None
     else:
         out = (
             roots[0] / ANALYSIS_DIR if len(roots) == 1 and roots[0].is_dir() else Path(ANALYSIS_DIR)
@@ -129,7 +131,8 @@ def run(argv: Sequence[str]) -> str:
         formats=formats,
         title=args.get("title") or "Comparison",
     )
-    console.line(f"{len(dirs)} run(s) -> {out}")
+    if out is not None:
+        console.line(f"{len(dirs)} runs compared -> {out}")
     return table
 
 

@@ -11,11 +11,12 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from fedbench.analyze.figures_run import title
+from fedbench.analyze.figures_run import NO_ENERGY, title
 from fedbench.analyze.rounds import round_clock
 from fedbench.analyze.runs import Run, number
 from fedbench.analyze.style import (
@@ -34,7 +35,7 @@ CUT_COLOUR = "#d62828"
 
 
 def _shown_rounds(run: Run) -> list[int]:
-    picked = defaultdict(int)
+    picked: defaultdict[int, int] = defaultdict(int)
     for row in run.rows:
         picked[int(row["round"])] += 1
     rounds = [r for r in range(1, run.rounds + 1) if picked[r]]
@@ -62,7 +63,7 @@ def timeline(run: Run) -> Figure | str:
         by_round[int(row["round"])].append(row)
     bars: list[tuple[float, float, str, bool]] = []  # (from, to, status, replied)
     ticks: list[str] = []
-    bands: list[tuple[int, float, float, float]] = []  # (round, first y, last y, cut)
+    bands: list[tuple[int, int, int, float]] = []  # (round, first bar, last bar, cut)
     for r in rounds:
         cut = float(run.durations[r])
         first = len(bars)
@@ -111,7 +112,7 @@ def timeline(run: Run) -> Figure | str:
     )
     ax.set_title(title(run, f"device timeline per round{shown}"), fontsize=10)
     ax.grid(axis="x", alpha=0.3)
-    handles = [
+    handles: list[Artist] = [
         Patch(color=STATUS_COLOURS[s], label=s) for s in STATUSES if any(b[2] == s for b in bars)
     ]
     if not all(b[3] for b in bars):
@@ -162,7 +163,7 @@ def energy_per_device(run: Run) -> Figure | str:
             totals[row.get("device", "")][row.get("status", "")] += joules
     devices = [d for d in run.devices if d in totals]
     if not devices:
-        return "no device reported energy (host devices have no power sensor)"
+        return NO_ENERGY
     peak = max(sum(v.values()) for v in totals.values())
     scale, unit = energy_unit(peak)
     fig = Figure(figsize=(7.5, max(2.5, 0.2 * len(devices) + 1.3)))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch
 
 from fedbench.analyze.runs import Run, participation_fairness
 from fedbench.analyze.style import (
@@ -21,6 +20,8 @@ from fedbench.analyze.style import (
     time_unit,
 )
 from fedbench.report.records import STATUSES
+
+NO_ENERGY = "no report has an energy figure (host devices and stock clients measure none)"
 
 
 def step_name(run: Run) -> str:
@@ -80,8 +81,8 @@ def time_axis(run: Run) -> tuple[list[float], str]:
 
 def accuracy_vs_time(run: Run) -> Figure | str:
     """Time-to-accuracy (FedScale, Oort): accuracy against the virtual clock."""
-    if not run.evaluations:
-        return "no evaluation"
+    if len(run.evaluations) < 2:
+        return "no evaluation after a round"
     xs, label = time_axis(run)
     scale, unit = time_unit(max(xs))
     fig = Figure(figsize=(7.5, 4))
@@ -103,7 +104,7 @@ def accuracy_vs_energy(run: Run) -> Figure | str:
     """Accuracy against the energy every device spent so far (failed rounds included)."""
     points = [(e.energy_j, e.accuracy) for e in run.evaluations if np.isfinite(e.energy_j)]
     if not run.energy_known or len(points) < 2:
-        return "no device reported energy (host devices have no power sensor)"
+        return NO_ENERGY
     scale, unit = energy_unit(max(p[0] for p in points))
     fig = Figure(figsize=(7.5, 4))
     ax = fig.subplots()
@@ -124,8 +125,8 @@ def accuracy_vs_energy(run: Run) -> Figure | str:
 
 def fairness(run: Run) -> Figure | str:
     """How often each device was picked, split by how its rounds ended; Jain's index."""
-    if not run.devices:
-        return "no device in the fleet or the records"
+    if not run.rows:
+        return "no device was picked"
     counts = {s: [0] * len(run.devices) for s in STATUSES}
     index = {d: i for i, d in enumerate(run.devices)}
     for row in run.rows:
@@ -163,5 +164,5 @@ def fairness(run: Run) -> Figure | str:
         fontsize=10,
     )
     ax.grid(axis="x", alpha=0.3)
-    legend_outside(ax, None if left.any() else [Patch(color="white", label="no device picked")])
+    legend_outside(ax)
     return fig

@@ -248,7 +248,9 @@ def load_run(path: Path) -> Run:
     energies = round_energy(rows, last)
     time_s = np.cumsum(durations)
     energy_j = np.cumsum(np.nan_to_num(energies))
-    energy_seen = np.cumsum(~np.isnan(energies)) > 0  # NaN until some report measured energy
+    known = ~np.isnan(energies)
+    known[0] = False  # round 0's 0 J is no measurement
+    energy_seen = np.cumsum(known) > 0  # NaN until some report measured energy
     evaluations = []
     for day in days:
         r = int(day.get("round", 0))

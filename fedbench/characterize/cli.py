@@ -16,7 +16,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from fedbench.characterize.device import THIS, HostOptions, open_device
@@ -36,7 +36,7 @@ DEFAULT_ROOT = Path("outputs") / "characterize"
 def _study_help(args: Args) -> str:
     """Each study's parameters and their defaults (only the named study's, if given)."""
     names = study_names()
-    picked = [s for s in args.get("study", "").split(",") if s in names] or names
+    picked = [s for s in (args.get("study") or "").split(",") if s in names] or names
     out = ["study parameters (key=value; defaults from conf/characterize/<study>.yaml):"]
     for study in picked:
         out.append(f"  {study}:")
@@ -141,7 +141,7 @@ def run_study(
     dev = open_device(device, WorkloadBook(built.exact_max_batch), host or HostOptions())
     folder = out or DEFAULT_ROOT / study / device
     folder.mkdir(parents=True, exist_ok=True)
-    started, load0, t0 = datetime.now(timezone.utc), os.getloadavg(), time.perf_counter()
+    started, load0, t0 = datetime.now(UTC), os.getloadavg(), time.perf_counter()
     with console.task(f"{study} on {device}", unit="steps") as task:
         result = built.run(ShownDevice(dev, task), folder)
     wall = time.perf_counter() - t0

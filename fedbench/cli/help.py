@@ -66,7 +66,8 @@ def main_config() -> dict[str, object]:
 def groups(config: dict[str, object] | None = None) -> dict[str, str | None]:
     """Group -> default option, for every group the main config's defaults list composes."""
     out: dict[str, str | None] = {}
-    for entry in (config or main_config()).get("defaults", []) or []:  # type: ignore[union-attr]
+    defaults = (config or main_config()).get("defaults") or []
+    for entry in defaults if isinstance(defaults, list) else []:
         if not isinstance(entry, dict):
             continue  # _self_
         for name, option in entry.items():

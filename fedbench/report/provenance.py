@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
@@ -27,7 +27,7 @@ PACKAGES = ("torch", "flwr", "ray", "numpy", "hydra-core")
 
 def now() -> str:
     """The current time, ISO 8601 in UTC to the second."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def version_of(package: str) -> str | None:

@@ -54,8 +54,8 @@ class SweepProgress(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
         params = OmegaConf.to_container(config.hydra.sweeper.get("params") or {}, resolve=False)
-        overrides = list(config.hydra.overrides.task)
-        self.total = job_count(overrides, params if isinstance(params, dict) else None)
+        swept = {str(k): str(v) for k, v in params.items()} if isinstance(params, dict) else {}
+        self.total = job_count(list(config.hydra.overrides.task), swept)
         console.attach(self.sweep_dir)
         jobs = f"{self.total} runs" if self.total is not None else "runs"
         self.task = console.start_task(f"sweep of {jobs} -> {self.sweep_dir}", self.total, "runs")
