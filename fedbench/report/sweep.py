@@ -53,7 +53,8 @@ class SweepProgress(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         self.sweep_dir = Path(str(config.hydra.sweep.dir))
-        params = OmegaConf.to_container(config.hydra.sweeper.get("params") or {}, resolve=False)
+        node = config.hydra.sweeper.get("params")  # `hydra.sweeper.params` sweeps, if any
+        params = OmegaConf.to_container(node, resolve=False) if node is not None else {}
         swept = {str(k): str(v) for k, v in params.items()} if isinstance(params, dict) else {}
         self.total = job_count(list(config.hydra.overrides.task), swept)
         console.attach(self.sweep_dir)

@@ -164,9 +164,10 @@ class RunWriter:
             },
             "provenance": self.provenance,
         }
+        summary = _nulls(summary)  # what is returned is what the file says
         path = self.run_dir / SUMMARY_JSON
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(_nulls(summary), indent=2, default=str) + "\n")
+        tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
         os.replace(tmp, path)
         return summary
 
