@@ -127,6 +127,11 @@ class Grammar:
             key, eq, value = item.partition("=")
             if eq and key:
                 key = self.aliases.get(key, key)
+                if strict and key in values:
+                    raise FedbenchError(
+                        f"{key}= given twice ({values[key]!r}, {value!r}); for several values "
+                        f"give one comma list, e.g. {key}={values[key]},{value}"
+                    )
                 if self.key(key) is not None or self.open_keys:
                     values[key] = value
                     continue
