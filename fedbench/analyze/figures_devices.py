@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from fedbench.analyze.figures_run import NO_ENERGY, title
+from fedbench.analyze.figures_run import NO_ENERGY, status_bars, title
 from fedbench.analyze.rounds import round_clock
 from fedbench.analyze.runs import Run, number
 from fedbench.analyze.style import (
@@ -168,18 +168,8 @@ def energy_per_device(run: Run) -> Figure | str:
     scale, unit = energy_unit(peak)
     fig = Figure(figsize=(7.5, max(2.5, 0.2 * len(devices) + 1.3)))
     ax = fig.subplots()
-    left = np.zeros(len(devices))
-    for status in STATUSES:
-        values = np.array([totals[d].get(status, 0.0) for d in devices]) / scale
-        if values.any():
-            ax.barh(
-                range(len(devices)), values, left=left, color=STATUS_COLOURS[status], label=status
-            )
-            left += values
-    ax.set_yticks(range(len(devices)))
-    ax.set_yticklabels(devices, fontsize=max(4, min(8, 300 // len(devices))))
-    ax.invert_yaxis()
-    ax.set_xlabel(f"energy over the run ({unit}), by how each round ended")
+    by_status = {s: [totals[d].get(s, 0.0) / scale for d in devices] for s in STATUSES}
+    status_bars(ax, devices, by_status, f"energy over the run ({unit}), by how each round ended")
     wasted = sum(v for d in totals.values() for s, v in d.items() if s != "ok")
     total = sum(sum(d.values()) for d in totals.values())
     note = (

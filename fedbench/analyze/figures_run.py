@@ -8,7 +8,10 @@ saves them; FIGURES lists them in the order a reader looks.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import numpy as np
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from fedbench.analyze.runs import Run, participation_fairness
@@ -85,42 +88,59 @@ def accuracy_vs_time(run: Run) -> Figure | str:
         return "no evaluation after a round"
     xs, label = time_axis(run)
     scale, unit = time_unit(max(xs))
-    fig = Figure(figsize=(7.5, 4))
-    ax = fig.subplots()
-    ax.plot(
-        [x / scale for x in xs],
-        [100 * e.accuracy for e in run.evaluations],
-        marker="o",
-        color="#0072b2",
-    )
-    ax.set_xlabel(f"{label} ({unit})")
-    ax.set_ylabel(f"test accuracy after each {step_name(run)} (%)")
-    ax.set_title(title(run, "accuracy vs virtual time"), fontsize=10)
-    ax.grid(alpha=0.3)
-    return fig
+    points = [(x / scale, e.accuracy) for x, e in zip(xs, run.evaluations, strict=True)]
+    return _curve(run, points, "#0072b2", f"{label} ({unit})", "accuracy vs virtual time")
 
 
 def accuracy_vs_energy(run: Run) -> Figure | str:
     """Accuracy against the energy every device spent so far (failed rounds included)."""
-    points = [(e.energy_j, e.accuracy) for e in run.evaluations if np.isfinite(e.energy_j)]
-    if not run.energy_known or len(points) < 2:
+    known = [(e.energy_j, e.accuracy) for e in run.evaluations if np.isfinite(e.energy_j)]
+    if not run.energy_known or len(known) < 2:
         return NO_ENERGY
-    scale, unit = energy_unit(max(p[0] for p in points))
-    fig = Figure(figsize=(7.5, 4))
-    ax = fig.subplots()
-    ax.plot(
-        [p[0] / scale for p in points],
-        [100 * p[1] for p in points],
-        marker="o",
-        color="#d55e00",
-    )
+    scale, unit = energy_unit(max(p[0] for p in known))
     unknown = sum(1 for row in run.rows if row.get("energy_j", "") == "")
     note = f"; {unknown} reports without energy not counted" if unknown else ""
-    ax.set_xlabel(f"cumulative energy of all devices ({unit}{note})")
+    return _curve(
+        run,
+        [(joules / scale, accuracy) for joules, accuracy in known],
+        "#d55e00",
+        f"cumulative energy of all devices ({unit}{note})",
+        "accuracy vs energy spent",
+    )
+
+
+def _curve(
+    run: Run, points: list[tuple[float, float]], colour: str, xlabel: str, what: str
+) -> Figure:
+    """One run's accuracy after each evaluation against some running total."""
+    fig = Figure(figsize=(7.5, 4))
+    ax = fig.subplots()
+    ax.plot([p[0] for p in points], [100 * p[1] for p in points], marker="o", color=colour)
+    ax.set_xlabel(xlabel)
     ax.set_ylabel(f"test accuracy after each {step_name(run)} (%)")
-    ax.set_title(title(run, "accuracy vs energy spent"), fontsize=10)
+    ax.set_title(title(run, what), fontsize=10)
     ax.grid(alpha=0.3)
     return fig
+
+
+def status_bars(
+    ax: Axes, devices: Sequence[str], by_status: Mapping[str, Sequence[float]], xlabel: str
+) -> None:
+    """One horizontal bar per device, stacked by how its rounds ended, fleet order top down."""
+    left = np.zeros(len(devices))
+    for status in STATUSES:
+        values = np.asarray(by_status.get(status, [0.0] * len(devices)), dtype=float)
+        if values.any():
+            ax.barh(
+                range(len(devices)), values, left=left, color=STATUS_COLOURS[status], label=status
+            )
+            left += values
+    ax.set_yticks(range(len(devices)))
+    ax.set_yticklabels(devices, fontsize=max(4, min(8, 300 // max(len(devices), 1))))
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.grid(axis="x", alpha=0.3)
+    legend_outside(ax)
 
 
 def fairness(run: Run) -> Figure | str:
@@ -133,25 +153,9 @@ def fairness(run: Run) -> Figure | str:
         status = row.get("status", "")
         if status in counts and row.get("device") in index:
             counts[status][index[row["device"]]] += 1
-    height = max(2.5, 0.18 * len(run.devices) + 1.3)
-    fig = Figure(figsize=(7.5, height))
+    fig = Figure(figsize=(7.5, max(2.5, 0.18 * len(run.devices) + 1.3)))
     ax = fig.subplots()
-    left = np.zeros(len(run.devices))
-    for status in STATUSES:
-        values = np.array(counts[status])
-        if values.any():
-            ax.barh(
-                range(len(run.devices)),
-                values,
-                left=left,
-                color=STATUS_COLOURS[status],
-                label=status,
-            )
-            left += values
-    ax.set_yticks(range(len(run.devices)))
-    ax.set_yticklabels(run.devices, fontsize=max(4, min(8, 300 // max(len(run.devices), 1))))
-    ax.invert_yaxis()  # fleet order, top to bottom
-    ax.set_xlabel("rounds picked (by how the round ended)")
+    status_bars(ax, run.devices, counts, "rounds picked (by how the round ended)")
     integer_axis(ax)
     never = sum(1 for d in run.devices if run.selections.get(d, 0) == 0)
     jain = participation_fairness(run)
@@ -163,6 +167,4 @@ def fairness(run: Run) -> Figure | str:
         ),
         fontsize=10,
     )
-    ax.grid(axis="x", alpha=0.3)
-    legend_outside(ax)
     return fig

@@ -38,6 +38,7 @@ import numpy as np
 import yaml
 
 from fedbench.errors import FedbenchError
+from fedbench.report.nested import flatten
 from fedbench.report.records import STATUSES
 
 CONFIG_YAML = "config.yaml"
@@ -302,19 +303,10 @@ def setup_hash(config: dict[str, Any]) -> str:
 
 def setup_difference(configs: list[dict[str, Any]]) -> list[dict[str, str]]:
     """Per config, the setup keys (dotted) whose values differ between the configs."""
-    flat = [_flatten({k: v for k, v in c.items() if k not in NOT_SETUP}) for c in configs]
+    flat = [flatten({k: v for k, v in c.items() if k not in NOT_SETUP}) for c in configs]
     keys = sorted({k for f in flat for k in f})
     differing = [k for k in keys if len({repr(f.get(k)) for f in flat}) > 1]
     return [{k: str(f.get(k)) for k in differing} for f in flat]
-
-
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
-        return out
-    return {prefix: value}
 
 
 def load_runs(dirs: list[Path]) -> list[Run]:

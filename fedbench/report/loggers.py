@@ -32,6 +32,7 @@ from typing import Any, ClassVar
 import yaml
 
 from fedbench.errors import FedbenchError, choices
+from fedbench.report.nested import flatten
 from fedbench.report.records import STATUSES
 
 # Per-device columns of rounds.csv worth a curve (the rest are names, plans, reasons).
@@ -87,15 +88,6 @@ def _config(run_dir: Path) -> dict[str, Any]:
         return {}
     data = yaml.safe_load(path.read_text())
     return data if isinstance(data, dict) else {}
-
-
-def _flat(value: Any, prefix: str = "") -> dict[str, str]:
-    if isinstance(value, Mapping):
-        out: dict[str, str] = {}
-        for key, item in value.items():
-            out.update(_flat(item, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return {prefix: str(value)}
 
 
 class RunLogger(ABC):
@@ -213,7 +205,7 @@ class MlflowLogger(RunLogger):
         run = self.client.create_run(experiment_id, run_name=run_dir.name)
         self.run_id = run.info.run_id
         # MLflow caps a parameter's value at 6000 characters and a batch at 100 parameters.
-        params = [Param(k, v[:6000]) for k, v in _flat(config).items()]
+        params = [Param(k, str(v)[:6000]) for k, v in flatten(config).items()]
         for start in range(0, len(params), 100):
             self.client.log_batch(self.run_id, params=params[start : start + 100])
         self.client.set_tag(self.run_id, "fedbench.run_dir", str(run_dir))
