@@ -3,8 +3,9 @@
 `console.line(text)` prints one `[fedbench] text` line to stderr.
 `console.task(description, total, unit)` shows a piece of work as it goes:
 a rich live progress bar when stderr is a terminal, otherwise a start line,
-a line at each quarter and an end line with the elapsed time (a log file or
-a CI console gets a few lines, not one per step). `FEDBENCH_PROGRESS=plain`
+a line at each quarter (every 30 s when the size is unknown) and an end line
+with the elapsed time (a log file or a CI console gets a few lines, not one
+per step). `FEDBENCH_PROGRESS=plain`
 (or `live`) overrides the terminal check.
 
 `console.attach(run_dir)` keeps a transcript: from then on every line, the
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 PREFIX = "[fedbench]"
 LOG_NAME = "console.log"
 ENV_MODE = "FEDBENCH_PROGRESS"  # plain | live; unset: live on a terminal
+HEARTBEAT_S = 30.0  # a task of unknown size says how far it got this often (plain lines)
 
 
 def elapsed(seconds: float) -> str:
@@ -64,6 +66,7 @@ class Task:
         self.completed = 0.0
         self.started = start
         self._quarter = 0  # quarters of `total` already announced
+        self._said = start  # when the last plain line about this task was printed
         self._rich_id: int | None = None
 
     @property
@@ -76,16 +79,24 @@ class Task:
     def advance(self, n: float = 1.0) -> None:
         self.completed += n
         self.console._advanced(self, n)
-        if self.total is None or self.total < 4:
+        now = self.console.clock()
+        if self.total is None:
+            # No quarters to announce: a line now and then, so a long task is not silent.
+            if now - self._said >= HEARTBEAT_S:
+                self._milestone(now, "")
+            return
+        if self.total < 4:
             return  # a few steps: the start and end lines say it all
         quarter = min(int(4 * self.completed / self.total), 3)
         if quarter > self._quarter:
             self._quarter = quarter
-            now = self.console.clock() - self.started
-            detail = f" - {self.description}" if self.description != self.title else ""
-            self.console._plain(
-                f"{self.title}: {self._size} ({25 * quarter}%, {elapsed(now)}){detail}"
-            )
+            self._milestone(now, f"{25 * quarter}%, ")
+
+    def _milestone(self, now: float, share: str) -> None:
+        self._said = now
+        detail = f" - {self.description}" if self.description != self.title else ""
+        took = elapsed(now - self.started)
+        self.console._plain(f"{self.title}: {self._size} ({share}{took}){detail}")
 
     def update(self, description: str) -> None:
         """What the task is doing now (shown live; in plain lines with the next milestone)."""

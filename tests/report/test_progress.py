@@ -55,6 +55,20 @@ def test_a_task_of_unknown_size_and_a_failed_one() -> None:
     ]
 
 
+def test_a_long_task_of_unknown_size_says_how_far_it_got_now_and_then() -> None:
+    console, stream, clock = plain()
+    with console.task("batch_sweep on rpi4", unit="steps") as task:
+        for step in range(10):
+            clock.now += 9.0  # 90 s in all: a line after 36 s and after 72 s
+            task.update(f"densenet40 @ batch {2**step}")
+            task.advance()
+    assert stream.getvalue().splitlines()[1:] == [
+        "[fedbench] batch_sweep on rpi4: 4 steps (36.0 s) - densenet40 @ batch 8",
+        "[fedbench] batch_sweep on rpi4: 8 steps (1 min 12 s) - densenet40 @ batch 128",
+        "[fedbench] batch_sweep on rpi4: done, 10 steps in 1 min 30 s",
+    ]
+
+
 def test_elapsed_reads_like_a_person_would_say_it() -> None:
     assert [elapsed(s) for s in (0.04, 59.96, 61, 3725)] == [
         "0.0 s",
