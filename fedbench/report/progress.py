@@ -90,7 +90,7 @@ class Task:
         quarter = min(int(4 * self.completed / self.total), 3)
         if quarter > self._quarter:
             self._quarter = quarter
-            self._milestone(now, f"{25 * quarter}%, ")
+            self._milestone(now, f"{100 * self.completed / self.total:.0f}%, ")
 
     def _milestone(self, now: float, share: str) -> None:
         self._said = now

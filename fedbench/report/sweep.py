@@ -79,6 +79,7 @@ class SweepProgress(Callback):
         status = "completed" if job_return.status == JobStatus.COMPLETED else "failed"
         of = f"/{self.total}" if self.total is not None else ""
         console.line(f"job {num + 1}{of} {status} in {elapsed(took)}")
+        self.task.update(f"job {num + 1}{of} {status}")
         self.task.advance()
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
