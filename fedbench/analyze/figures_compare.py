@@ -150,6 +150,7 @@ def to_target(rows: list[StrategyRow]) -> Figure | str:
             )
         ax.set_xlabel(f"{what} ({unit})")
         ax.grid(axis="x", alpha=0.3)
+        ax.set_axisbelow(True)
     left.set_yticks(ys)
     left.set_yticklabels([textwrap.fill(r.strategy, 30) for r in rows], fontsize=8)
     left.invert_yaxis()

@@ -112,6 +112,7 @@ def timeline(run: Run) -> Figure | str:
     )
     ax.set_title(title(run, f"device timeline per round{shown}"), fontsize=10)
     ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
     handles: list[Artist] = [
         Patch(color=STATUS_COLOURS[s], label=s) for s in STATUSES if any(b[2] == s for b in bars)
     ]
@@ -180,12 +181,13 @@ def energy_per_device(run: Run) -> Figure | str:
     ax.set_title(
         title(
             run,
-            f"energy of the {len(devices)} devices picked: {total / scale:.3g} {unit}, "
+            f"energy of the {len(devices)} devices picked: {_amount(total / scale)} {unit}, "
             f"{100 * wasted / total if total else 0:.0f}% in rounds not ok{note}",
         ),
         fontsize=10,
     )
     ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
     legend_outside(ax)
     return fig
 
@@ -200,6 +202,11 @@ class _Stint:
     temp_end: float
     freq_ghz: float
     throttled: bool
+
+
+def _amount(value: float) -> str:
+    """1,234 or 12.3: three significant digits, no exponent."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
 def _stints(run: Run) -> tuple[dict[str, list[_Stint]], dict[str, str]]:
@@ -237,8 +244,10 @@ def _stints(run: Run) -> tuple[dict[str, list[_Stint]], dict[str, str]]:
 def thermal(run: Run) -> Figure | str:
     """Temperature and average clock of each device over the virtual clock (throttling).
 
-    A device's line rises while it trains and falls back between its rounds
-    (cooling while idle); a red dot marks a round in which it throttled.
+    Each round a device trained in is a segment from its temperature when
+    training started to when it ended (a circle at the end; a black cross
+    if it throttled). Segments are not joined: between its rounds a device
+    cools while idle, and no one measured how.
     """
     stints, profiles = _stints(run)
     if not stints:
@@ -249,26 +258,26 @@ def thermal(run: Run) -> Figure | str:
     fig = Figure(figsize=(9, 5.5))
     top, bottom = fig.subplots(2, 1, sharex=True)
     for device, points in stints.items():
-        points.sort(key=lambda p: p.begin)
         colour = colours[profiles[device]]
-        top.plot(
-            [x / scale for p in points for x in (p.begin, p.end)],
-            [t for p in points for t in (p.temp_start, p.temp_end)],
-            color=colour,
-            linewidth=0.9,
-            alpha=0.85,
+        for p in points:
+            top.plot(
+                [p.begin / scale, p.end / scale],
+                [p.temp_start, p.temp_end],
+                color=colour,
+                linewidth=1.2,
+            )
+        top.scatter(
+            [p.end / scale for p in points], [p.temp_end for p in points], color=colour, s=10
         )
         hot = [(p.end / scale, p.temp_end) for p in points if p.throttled]
         if hot:
-            top.scatter(*zip(*hot, strict=True), color=CUT_COLOUR, s=14, zorder=3)
+            top.scatter(*zip(*hot, strict=True), color="black", marker="x", s=24, zorder=3)
         clocked = [p for p in points if not math.isnan(p.freq_ghz)]
-        bottom.plot(
+        bottom.scatter(
             [(p.begin + p.end) / 2 / scale for p in clocked],
             [p.freq_ghz for p in clocked],
             color=colour,
-            marker=".",
-            linewidth=0.8,
-            alpha=0.85,
+            s=12,
         )
     top.set_ylabel("temperature (°C)")
     bottom.set_ylabel("average clock in round (GHz)")
@@ -276,10 +285,12 @@ def thermal(run: Run) -> Figure | str:
     bottom.set_xlabel(f"virtual clock ({unit}){cooled}")
     for ax in (top, bottom):
         ax.grid(alpha=0.3)
-    handles = [Line2D([], [], color=c, label=p) for p, c in colours.items()]
-    handles.append(Line2D([], [], color=CUT_COLOUR, marker="o", linestyle="", label="throttled"))
+    handles: list[Artist] = [Line2D([], [], color=c, label=p) for p, c in colours.items()]
+    handles.append(Line2D([], [], color="black", marker="x", linestyle="", label="throttled"))
     legend_outside(top, handles, top=True)
-    top.set_title(title(run, "temperature and clock while training, per device"), fontsize=10)
+    top.set_title(
+        title(run, "temperature from start to end of each training, and clock"), fontsize=10
+    )
     return fig
 
 
@@ -321,6 +332,7 @@ def memory(run: Run) -> Figure | str:
     ax.set_xlabel("training memory (MB)")
     ax.set_title(title(run, "peak training memory vs budget per device"), fontsize=10)
     ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
     handles = [
         Patch(color=STATUS_COLOURS["ok"], label="highest peak"),
         *(

@@ -77,7 +77,7 @@ def time_axis(run: Run) -> tuple[list[float], str]:
     the same whatever the strategy does.
     """
     if run.by_day:
-        return [e.time_s for e in run.evaluations], "virtual time in rounds (nights excluded)"
+        return [e.time_s for e in run.evaluations], "virtual time in rounds, nights excluded"
     clock = [e.clock_s if np.isfinite(e.clock_s) else e.time_s for e in run.evaluations]
     return clock, "virtual clock"
 
@@ -140,6 +140,7 @@ def status_bars(
     ax.invert_yaxis()
     ax.set_xlabel(xlabel)
     ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
     legend_outside(ax)
 
 
