@@ -105,6 +105,7 @@ def compare(
     *,
     target_fraction: float = DEFAULT_FRACTION,
     fixed_targets: Mapping[str, float] | None = None,
+    target: float | None = None,
     baseline: str | None = "random",
     figures: bool = True,
     formats: Sequence[str] = FORMATS,
@@ -114,13 +115,15 @@ def compare(
 
     Runs are grouped by experiment (its name; one name with different setups
     is split by what differs) and labelled by strategy; seeds are averaged.
-    The target accuracy of an experiment is `fixed_targets[name]` or
-    `target_fraction` x the best label's mean final accuracy.
+    The target accuracy of an experiment is `fixed_targets[name]`, else
+    `target` (every experiment), else `target_fraction` x the best label's
+    mean final accuracy.
     """
     if not run_dirs:
         raise FedbenchError("nothing to compare: no run folder (rounds.csv + summary.json)")
     runs = load_runs(list(run_dirs))
-    fixed = dict(fixed_targets or {})
+    everyone = {r.experiment: target for r in runs} if target is not None else {}
+    fixed = {**everyone, **(fixed_targets or {})}
     target_of = targets(runs, target_fraction, fixed)
     how = {
         e: "fixed" if e in fixed else f"{target_fraction:g} x the best mean final accuracy"

@@ -107,10 +107,6 @@ def run(argv: Sequence[str]) -> str:
         )
         if redo or (draw and missing):
             analyze_run(run_dir, formats)
-    if "target" in args:
-        value = _target(args["target"], "target")
-        names = {_experiment_of(d) for d in dirs}
-        fixed = {**{n: value for n in names}, **fixed}
     out: Path | None
     if "out" in args:
         out = Path(args["out"])
@@ -126,6 +122,7 @@ def run(argv: Sequence[str]) -> str:
         out,
         target_fraction=fraction,
         fixed_targets=fixed,
+        target=_target(args["target"], "target") if "target" in args else None,
         baseline=None if baseline in (None, "", "none") else baseline,
         figures=draw and len(dirs) > 1,
         formats=formats,
@@ -134,12 +131,6 @@ def run(argv: Sequence[str]) -> str:
     if out is not None:
         console.line(f"{len(dirs)} runs compared -> {out}")
     return table
-
-
-def _experiment_of(run_dir: Path) -> str:
-    from fedbench.analyze import load_runs
-
-    return load_runs([run_dir])[0].experiment
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -57,8 +57,10 @@ def test_compare_writes_the_table_and_the_side_by_side_figures(tmp_path: Path) -
 def test_a_sweep_over_another_parameter_is_split_by_what_differs(tmp_path: Path) -> None:
     make_folder(tmp_path / "a", emulated_rounds(), {0: 0.1, 3: 0.5}, deadline_s=6.0)
     make_folder(tmp_path / "b", emulated_rounds(), {0: 0.1, 3: 0.6}, deadline_s=3.0)
-    table = compare(find_run_dirs([tmp_path]), None)
+    table = compare(find_run_dirs([tmp_path]), None, target=0.45)
     assert "## tiny-train.deadline_s=6.0" in table and "## tiny-train.deadline_s=3.0" in table
+    # One target for every experiment, whatever the split named them.
+    assert table.count("Target accuracy 45.0% (fixed)") == 2
 
 
 def test_a_strategy_keeps_its_colour_in_every_figure() -> None:
