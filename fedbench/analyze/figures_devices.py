@@ -47,6 +47,44 @@ def _shown_rounds(run: Run) -> list[int]:
     return [rounds[i] for i in index]
 
 
+@dataclass(frozen=True)
+class _Bar:
+    """One device's part in one round, relative to the round's start."""
+
+    device: str
+    begin: float
+    end: float  # the reply, or the round's close when none came
+    status: str
+    replied: bool
+
+
+def _bars(run: Run, rounds: list[int]) -> tuple[list[_Bar], list[tuple[int, int, int, float]]]:
+    """The bars of `rounds`, and per round (round, first bar, last bar, where it closed)."""
+    start, _ = round_clock(run)
+    by_round: dict[int, list[dict[str, str]]] = defaultdict(list)
+    for row in run.rows:
+        by_round[int(row["round"])].append(row)
+    bars: list[_Bar] = []
+    bands: list[tuple[int, int, int, float]] = []
+    for r in rounds:
+        cut = float(run.durations[r])
+        first = len(bars)
+        for row in sorted(by_round[r], key=lambda x: x.get("device", "")):
+            begin, end = _span(row, float(start[r]))
+            replied = not math.isnan(end)
+            bars.append(
+                _Bar(
+                    row.get("device", "?"),
+                    begin,
+                    end if replied else max(cut, begin),
+                    row.get("status", ""),
+                    replied,
+                )
+            )
+        bands.append((r, first, len(bars) - 1, cut))
+    return bars, bands
+
+
 def timeline(run: Run) -> Figure | str:
     """Per round, one bar per picked device from when it got the model to when it replied.
 
@@ -57,46 +95,31 @@ def timeline(run: Run) -> Figure | str:
     rounds = _shown_rounds(run)
     if not rounds:
         return "no device was picked in any round"
-    start, _ = round_clock(run)
-    by_round: dict[int, list[dict[str, str]]] = defaultdict(list)
-    for row in run.rows:
-        by_round[int(row["round"])].append(row)
-    bars: list[tuple[float, float, str, bool]] = []  # (from, to, status, replied)
-    ticks: list[str] = []
-    bands: list[tuple[int, int, int, float]] = []  # (round, first bar, last bar, cut)
-    for r in rounds:
-        cut = float(run.durations[r])
-        first = len(bars)
-        for row in sorted(by_round[r], key=lambda x: x.get("device", "")):
-            begin, end = _span(row, float(start[r]))
-            replied = not math.isnan(end)
-            bars.append(
-                (begin, end if replied else max(cut, begin), row.get("status", ""), replied)
-            )
-            ticks.append(row.get("device", "?"))
-        bands.append((r, first, len(bars) - 1, cut))
-    longest = max([b[1] for b in bars] + [band[3] for band in bands] + [1e-9])
+    bars, bands = _bars(run, rounds)
+    longest = max([b.end for b in bars] + [band[3] for band in bands] + [1e-9])
     scale, unit = time_unit(longest)
     height = min(40.0, max(3.0, 0.17 * len(bars) + 0.25 * len(bands) + 1.2))
     fig = Figure(figsize=(9, height))
     ax = fig.subplots()
-    for y, (begin, end, status, replied) in enumerate(bars):
-        ax.barh(
-            y,
-            (end - begin) / scale,
-            left=begin / scale,
-            height=0.75,
-            color=STATUS_COLOURS.get(status, "#444444"),
-            hatch=None if replied else "///",
-            edgecolor="white" if replied else "#333333",
-            linewidth=0.3,
-        )
+    for replied in (True, False):
+        mine = [(y, b) for y, b in enumerate(bars) if b.replied == replied]
+        if mine:
+            ax.barh(
+                [y for y, _ in mine],
+                [(b.end - b.begin) / scale for _, b in mine],
+                left=[b.begin / scale for _, b in mine],
+                height=0.75,
+                color=[STATUS_COLOURS.get(b.status, "#444444") for _, b in mine],
+                hatch=None if replied else "///",
+                edgecolor="white" if replied else "#333333",
+                linewidth=0.3,
+            )
     for _, first, last, cut in bands:
         ax.plot([cut / scale] * 2, [first - 0.45, last + 0.45], color=CUT_COLOUR, linewidth=1.6)
         if last < len(bars) - 1:
             ax.axhline(last + 0.5, color="#bbbbbb", linewidth=0.6)
     ax.set_yticks(range(len(bars)))
-    ax.set_yticklabels(ticks, fontsize=max(4, min(7, 700 // max(len(bars), 1))))
+    ax.set_yticklabels([b.device for b in bars], fontsize=max(4, min(7, 700 // len(bars))))
     ax.set_ylim(len(bars) - 0.5, -0.5)
     right = ax.twinx()  # the round of each band, on the right
     right.set_ylim(ax.get_ylim())
@@ -105,18 +128,16 @@ def timeline(run: Run) -> Figure | str:
     right.tick_params(length=0)
     ax.set_xlabel(f"virtual time since the round started ({unit})")
     ax.set_xlim(left=0)
-    shown = (
-        ""
-        if len(rounds) == _picked_rounds(run)
-        else f" ({len(rounds)} of {_picked_rounds(run)} rounds shown)"
-    )
+    picked = _picked_rounds(run)
+    shown = "" if len(rounds) == picked else f" ({len(rounds)} of {picked} rounds shown)"
     ax.set_title(title(run, f"device timeline per round{shown}"), fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
+    statuses = {b.status for b in bars}
     handles: list[Artist] = [
-        Patch(color=STATUS_COLOURS[s], label=s) for s in STATUSES if any(b[2] == s for b in bars)
+        Patch(color=STATUS_COLOURS[s], label=s) for s in STATUSES if s in statuses
     ]
-    if not all(b[3] for b in bars):
+    if not all(b.replied for b in bars):
         handles.append(Patch(facecolor="white", edgecolor="#333333", hatch="///", label="no reply"))
     handles.append(Line2D([], [], color=CUT_COLOUR, linewidth=1.6, label="round closed"))
     legend_outside(right, handles, top=True, gap=0.12)  # right of the round labels
