@@ -78,7 +78,12 @@ def test_a_real_multirun_prints_its_jobs_and_analyses_the_sweep(tmp_path: Path) 
         capture_output=True,
         text=True,
         timeout=600,
-        env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "FEDBENCH_PROGRESS": "plain"},
+        env={
+            **os.environ,
+            "FLWR_TELEMETRY_ENABLED": "0",
+            "FEDBENCH_PROGRESS": "plain",
+            "FEDBENCH_CACHE": str(tmp_path / "cache"),  # pretrain for real: its progress shows
+        },
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "job 1/2: experiment=smoke scenario.days=1 strategy=random" in proc.stderr
