@@ -9,7 +9,10 @@ valid choices.
 
 from __future__ import annotations
 
+import os
+import shlex
 import sys
+import traceback
 from pathlib import Path
 
 import hydra
@@ -17,10 +20,13 @@ import yaml
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from fedbench.cli import help as main_help
 from fedbench.errors import FedbenchError
 from fedbench.experiment.build import build_runtime
 from fedbench.experiment.compose import experiment_from, resolve
 from fedbench.preflight import preflight, targets
+from fedbench.report.progress import console
+from fedbench.report.provenance import COMMAND_ENV
 from fedbench.resume import resumed_experiment
 
 
@@ -38,19 +44,31 @@ def run(cfg: DictConfig) -> None:
         others = [o for o in overrides if not o.startswith("resume=")]
         experiment = resumed_experiment(Path(resume), experiment if others else None)
         run_dir = Path(experiment.output_dir)
-    # A user's app brings its own model, data and training: those groups do not apply.
-    unused = ("data", "model", "train") if experiment.app is not None else ()
-    for path, target in targets(experiment.to_config()):
-        if path.split(".")[0] not in unused:
-            print(f"[fedbench] {path}: {target}", file=sys.stderr)
-    if experiment.app is not None:
-        app = experiment.app
-        print(f"[fedbench] app: {app.clientapp} ({app.root})", file=sys.stderr)
-    preflight(experiment)
-    if not resume:
-        config = yaml.safe_dump(experiment.to_config(), sort_keys=False)
-        (run_dir / "config.yaml").write_text(config)
-    build_runtime(experiment).run(experiment, run_dir)
+    console.attach(run_dir)  # everything printed from here on is also in console.log
+    try:
+        # A user's app brings its own model, data and training: those groups do not apply.
+        unused = ("data", "model", "train") if experiment.app is not None else ()
+        for path, target in targets(experiment.to_config()):
+            if path.split(".")[0] not in unused:
+                console.line(f"{path}: {target}")
+        if experiment.app is not None:
+            console.line(f"app: {experiment.app.clientapp} ({experiment.app.root})")
+        preflight(experiment)
+        if not resume:
+            config = yaml.safe_dump(experiment.to_config(), sort_keys=False)
+            (run_dir / "config.yaml").write_text(config)
+        build_runtime(experiment).run(experiment, run_dir)
+    except FedbenchError as exc:
+        print(f"fedbench: error: {exc}", file=sys.stderr)  # in console.log too
+        sys.exit(2)
+    except Exception:
+        console.record(traceback.format_exc())  # the console shows it once Hydra reports it
+        raise
+    finally:
+        console.detach(run_dir)
+
+
+main_help.register()  # conf/hydra/help/fedbench.yaml calls it
 
 
 @hydra.main(version_base=None, config_path="pkg://fedbench.conf", config_name="config")
@@ -63,6 +81,9 @@ def _main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
+    # The exact command line, for summary.json's provenance (also in processes started
+    # for the run, e.g. the deployment's ServerApp).
+    os.environ.setdefault(COMMAND_ENV, shlex.join(getattr(sys, "orig_argv", sys.argv)))
     _main()
 
 

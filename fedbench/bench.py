@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from fedbench.cli.grammar import Grammar, Key
 from fedbench.devices.budget import budget_at
 from fedbench.devices.emulator import Emulation, emulate
 from fedbench.devices.knobs import Knobs
@@ -36,45 +37,38 @@ from fedbench.errors import FedbenchError, choices
 from fedbench.measure.workload import Workload, measure_workload
 from fedbench.train.plans import Plan, parse_plan
 
-KEYS = (
-    "device",
-    "model",
-    "batch_size",
-    "input",
-    "steps",
-    "optimizer",
-    "trainable",
-    "cores",
-    "clusters",
-    "freq_ghz",
-    "background",
-    "framework",
-    "format",
-    "plan",
+GRAMMAR = Grammar(
+    prog="python -m fedbench.bench",
+    summary="What one model's training costs on emulated devices, fully broken down.",
+    keys=(
+        Key("device", "a device profile, `all`, or a comma list of profiles", required=True),
+        Key("model", "a model of the zoo (conf/model/)", required=True),
+        Key("batch_size", "samples per optimizer step", required=True),
+        Key("input", "input shape like 3x224x224 (unset: the model's)"),
+        Key("steps", "optimizer steps (>1 adds a heating/throttling trace)", "1"),
+        Key("optimizer", "sgd, sgd_momentum or adam", "sgd_momentum"),
+        Key("trainable", "all, or the trainable part (e.g. head)", "all"),
+        Key("plan", "memory plan: full, bs32, 4x8, bs32+ckpt4, ... or auto (the planner)", "full"),
+        Key("cores", "knob: active cores (unset: all)"),
+        Key("clusters", "knob: CPU clusters to run on, e.g. little (unset: all)"),
+        Key("freq_ghz", "knob: clock cap in GHz (unset: each cluster's maximum)"),
+        Key("background", "knob: training at background priority (paper 002)", "false", flag=True),
+        Key("framework", "knob: framework efficiency, e.g. mnn (unset: the profile's)"),
+        Key("format", "json or table (unset: json for one device, table for several)"),
+    ),
+    examples=(
+        "python -m fedbench.bench device=rpi4 model=resnet18 batch_size=16",
+        "python -m fedbench.bench device=all model=mobilenetv2 batch_size=8",
+        "python -m fedbench.bench device=rpi3bplus model=densenet40 batch_size=64 plan=auto",
+    ),
 )
+KEYS = tuple(k.name for k in GRAMMAR.keys)
 KNOB_KEYS = ("cores", "clusters", "freq_ghz", "background", "framework")
 TRACE_POINTS = 20
 
 
 def parse_args(argv: Sequence[str]) -> dict[str, str]:
-    args: dict[str, str] = {}
-    for item in argv:
-        key, eq, value = item.partition("=")
-        if not eq:
-            raise FedbenchError(
-                f"argument {item!r}: expected key=value with key one of {choices(KEYS)}"
-            )
-        if key not in KEYS:
-            raise FedbenchError(
-                f"unknown argument {key!r}{closest(key, KEYS)}; valid: {choices(KEYS)}"
-            )
-        args[key] = value
-    for key in ("device", "model", "batch_size"):
-        if key not in args:
-            raise FedbenchError(
-                f"missing {key}=...; usage: device=<profile|all> model=<name> batch_size=<n>"
-            )
-    return args
+    return GRAMMAR.parse(argv).values
 
 
 def _positive_int(args: dict[str, str], key: str, default: int) -> int:
@@ -286,12 +280,7 @@ def run(argv: Sequence[str]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        print(run(sys.argv[1:] if argv is None else argv))
-    except FedbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return GRAMMAR.main(run, argv)
 
 
 if __name__ == "__main__":

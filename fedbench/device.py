@@ -1,24 +1,23 @@
 """`python -m fedbench.device`: join a fedbench deployment as a physical device.
 
-    python -m fedbench.device issue-credentials --out ~/.fedbench --name my-pi
-    python -m fedbench.device --superlink 192.168.1.10:9092 \\
-        --root-certificates ca.pem --auth-key ~/.fedbench/my-pi.key --profile auto
+    python -m fedbench.device issue-credentials out=~/.fedbench name=my-pi
+    python -m fedbench.device superlink=192.168.1.10:9092 \\
+        root_certificates=ca.pem auth_key=~/.fedbench/my-pi.key profile=auto
 
 The first command makes this device's key pair and prints the public key,
 which the operator lists in `runtime.physical_keys` (the SuperLink refuses
 every key it was not given). The second runs a Flower SuperNode with
 fedbench's ClientApp; the server seats it in one of the fleet's
 `physical` slots, where its training is measured by the probe
-(ProbeMeter). `--profile auto` announces what the device can read about
-itself (cores, clocks, memory); `--profile NAME` announces a device profile
+(ProbeMeter). `profile=auto` announces what the device can read about
+itself (cores, clocks, memory); `profile=NAME` announces a device profile
 (a name in device_profiles/ or a YAML from `python -m fedbench.profile_device`).
 The device keeps trying to reach the SuperLink until it answers (or
-`--max-wait-s` passes); a refused key ends it with exit code 3.
+`max_wait_s` passes); a refused key ends it with exit code 3.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import socket
 import subprocess
@@ -29,37 +28,45 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from fedbench.cli.grammar import Grammar, Key, parse_bool, parse_float
 from fedbench.errors import FedbenchError
 from fedbench.runtime.flower import NOT_ADMITTED
 
 EXIT_REFUSED = 3
 
 
-def _join_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m fedbench.device",
-        description="Run this device as a fedbench physical device (a Flower SuperNode). "
-        "See also: python -m fedbench.device issue-credentials --help",
-    )
-    p.add_argument("--superlink", required=True, help="the SuperLink's HOST:PORT")
-    p.add_argument("--root-certificates", type=Path, help="CA certificate (PEM) of the SuperLink")
-    p.add_argument("--auth-key", type=Path, help="this device's private key (issue-credentials)")
-    p.add_argument("--profile", default="auto", help="auto, a profile name, or a profile YAML")
-    p.add_argument("--name", default=socket.gethostname(), help="device name (default: hostname)")
-    p.add_argument("--insecure", action="store_true", help="no TLS (a SuperLink run --insecure)")
-    p.add_argument("--max-wait-s", type=float, help="give up reaching the SuperLink after this")
-    return p
+JOIN = Grammar(
+    prog="python -m fedbench.device",
+    summary="Run this device as a fedbench physical device (a Flower SuperNode).",
+    keys=(
+        Key("superlink", "the SuperLink's HOST:PORT", required=True),
+        Key("root_certificates", "CA certificate (PEM) of the SuperLink (or insecure=true)"),
+        Key("auth_key", "this device's private key (from issue-credentials)"),
+        Key("profile", "auto, a profile name, or a profile YAML", "auto"),
+        Key("name", "device name", "the hostname"),
+        Key("insecure", "no TLS (a SuperLink run with --insecure)", "false", flag=True),
+        Key("max_wait_s", "give up reaching the SuperLink after this many seconds (unset: never)"),
+    ),
+    examples=(
+        "python -m fedbench.device superlink=192.168.1.10:9092 root_certificates=ca.pem "
+        "auth_key=~/.fedbench/my-pi.key profile=auto",
+    ),
+    description="First, once per device: python -m fedbench.device issue-credentials --help",
+)
+ISSUE = Grammar(
+    prog="python -m fedbench.device issue-credentials",
+    summary="Create this device's node key pair; register the printed public key with the "
+    "server (runtime.physical_keys).",
+    keys=(
+        Key("out", "folder for NAME.key and NAME.pub", required=True),
+        Key("name", "device name", "the hostname"),
+    ),
+    examples=("python -m fedbench.device issue-credentials out=~/.fedbench name=my-pi",),
+)
 
 
-def _issue_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m fedbench.device issue-credentials",
-        description="Create this device's node key pair; register the printed public key "
-        "with the server (runtime.physical_keys).",
-    )
-    p.add_argument("--out", type=Path, required=True, help="folder for NAME.key and NAME.pub")
-    p.add_argument("--name", default=socket.gethostname(), help="device name (default: hostname)")
-    return p
+def _path(raw: str | None) -> Path | None:
+    return None if raw is None else Path(raw).expanduser()
 
 
 def announced_profile(value: str) -> str:
@@ -76,8 +83,8 @@ def announced_profile(value: str) -> str:
 def issue(argv: Sequence[str]) -> int:
     from fedbench.security import issue_node_key
 
-    args = _issue_parser().parse_args(argv)
-    key = issue_node_key(args.out.expanduser(), args.name)
+    args = ISSUE.parse(argv)
+    key = issue_node_key(Path(args["out"]).expanduser(), args.get("name") or socket.gethostname())
     print(f"private key (keep on this device): {key.private_key}")
     print(f"public key (give to the server, runtime.physical_keys): {key.public_key}")
     print(key.public_key.read_text().strip())
@@ -88,30 +95,32 @@ def join(argv: Sequence[str]) -> int:
     from fedbench.runtime.flower import free_port, supernode_argv
     from fedbench.security import check_private_key
 
-    args = _join_parser().parse_args(argv)
-    if args.insecure and args.root_certificates:
-        raise FedbenchError("--insecure and --root-certificates exclude each other")
-    if not args.insecure and args.root_certificates is None:
+    args = JOIN.parse(argv)
+    insecure = parse_bool("insecure", args.get("insecure", "false") or "false")
+    ca, auth_key = _path(args.get("root_certificates")), _path(args.get("auth_key"))
+    wait = args.get("max_wait_s")
+    max_wait_s = None if wait is None else parse_float("max_wait_s", wait, 0.0)
+    name = args.get("name") or socket.gethostname()
+    if insecure and ca:
+        raise FedbenchError("insecure=true and root_certificates= exclude each other")
+    if not insecure and ca is None:
         raise FedbenchError(
-            "--root-certificates CA.pem is required (the CA that signed the SuperLink's "
-            "certificate: <run>/credentials/ca.pem for a fleet fedbench set up), or --insecure"
+            "root_certificates=CA.pem is required (the CA that signed the SuperLink's "
+            "certificate: <run>/credentials/ca.pem for a fleet fedbench set up), "
+            "or insecure=true"
         )
-    if args.root_certificates is not None and not args.root_certificates.is_file():
-        raise FedbenchError(f"--root-certificates {args.root_certificates}: no such file")
-    if args.auth_key is not None:
-        check_private_key(args.auth_key)
-    profile = announced_profile(args.profile)
-    config = {"device-name": args.name, "profile": profile}
+    if ca is not None and not ca.is_file():
+        raise FedbenchError(f"root_certificates={ca}: no such file")
+    if auth_key is not None:
+        check_private_key(auth_key)
+    profile = announced_profile(args.get("profile") or "auto")
+    config = {"device-name": name, "profile": profile}
+    superlink = args["superlink"]
     argv_node = supernode_argv(
-        args.superlink,
-        config,
-        free_port(),
-        None if args.insecure else args.root_certificates,
-        args.auth_key,
-        args.max_wait_s,
+        superlink, config, free_port(), None if insecure else ca, auth_key, max_wait_s
     )
-    print(f"[fedbench] device {args.name} ({profile}) joining {args.superlink}", flush=True)
-    return _supervise(argv_node, args.superlink, args.max_wait_s)
+    print(f"[fedbench] device {name} ({profile}) joining {superlink}", flush=True)
+    return _supervise(argv_node, superlink, max_wait_s)
 
 
 def _supervise(argv_node: list[str], superlink: str, max_wait_s: float | None) -> int:
@@ -179,13 +188,9 @@ def _echo(stream: IO[bytes] | None, refused: threading.Event) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    try:
-        if args and args[0] == "issue-credentials":
-            return issue(args[1:])
-        return join(args)
-    except FedbenchError as exc:
-        print(f"fedbench.device: error: {exc}", file=sys.stderr)
-        return 2
+    if args and args[0] == "issue-credentials":
+        return ISSUE.main(issue, args[1:])
+    return JOIN.main(join, args)
 
 
 if __name__ == "__main__":

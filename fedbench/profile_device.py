@@ -1,8 +1,8 @@
 """`python -m fedbench.profile_device`: profile the device this runs on.
 
-    python -m fedbench.profile_device --out device_profiles/my_pi.yaml
-    python -m fedbench.profile_device --models lenet,small_cnn --batches 8,16,64 \\
-        --holdout lenet@32,small_cnn@32
+    python -m fedbench.profile_device out=device_profiles/my_pi.yaml
+    python -m fedbench.profile_device models=lenet,small_cnn batches=8,16,64 \\
+        holdout=lenet@32,small_cnn@32
 
 Runs the training bench (real timed steps of zoo models under the probe,
 fedbench.profiling.bench), fits the profile's free constants to the step
@@ -11,48 +11,95 @@ bandwidth, arch and framework), measures the rest it can (cores, clocks,
 memory budget, idle power and temperature where sensors exist) and writes a
 device profile YAML that `fedbench.devices.profile.load_profile(path)`
 loads; every number cites how it was obtained. Cases given with
-`--holdout` are measured but not fitted: the table printed at the end shows
+`holdout=` are measured but not fitted: the table printed at the end shows
 how well the profile predicts them (the emulator's step time vs the
 measured one).
 
-With one torch thread (`--threads 1`) step times are the stepping thread's
+With one torch thread (`threads=1`) step times are the stepping thread's
 CPU time, so a host shared with other work still yields the device's own
 speed; with more threads they are wall times and the device should be idle.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import socket
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 import yaml
 
+from fedbench.cli.grammar import Grammar, Key, parse_float, parse_int
 from fedbench.errors import FedbenchError
 
 DEFAULT_MODELS = "lenet,small_cnn"
 DEFAULT_BATCHES = "8,16,32,64"
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m fedbench.profile_device", description=__doc__)
-    p.add_argument("--out", type=Path, help="profile YAML to write (default: ./<name>.yaml)")
-    p.add_argument("--name", help="profile name (default: the host name; the file's stem)")
-    p.add_argument("--models", default=DEFAULT_MODELS, help="zoo models to bench, comma-separated")
-    p.add_argument("--batches", default=DEFAULT_BATCHES, help="batch sizes, comma-separated")
-    p.add_argument("--holdout", default="", help="MODEL@BATCH cases measured but not fitted")
-    p.add_argument("--steps", type=int, default=7, help="timed steps per case and round")
-    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds over the cases")
-    p.add_argument("--threads", type=int, help="torch threads (default: all cores)")
-    p.add_argument("--clock", choices=["cpu", "wall"], help="default: cpu with 1 thread, else wall")
-    p.add_argument("--kind", choices=["sbc", "phone", "jetson"], help="default: guessed")
-    p.add_argument("--idle-s", type=float, default=3.0, help="seconds of idle power/temperature")
-    return p
+GRAMMAR = Grammar(
+    prog="python -m fedbench.profile_device",
+    summary="Profile the device this runs on: timed training steps, fitted into a profile YAML.",
+    keys=(
+        Key("out", "profile YAML to write (unset: ./<name>.yaml)"),
+        Key("name", "profile name, the file's stem (unset: the host name)"),
+        Key("models", "zoo models to bench, comma-separated", DEFAULT_MODELS),
+        Key("batches", "batch sizes, comma-separated", DEFAULT_BATCHES),
+        Key("holdout", "MODEL@BATCH cases measured but not fitted, comma-separated", ""),
+        Key("steps", "timed steps per case and round", "7"),
+        Key("rounds", "interleaved rounds over the cases", "3"),
+        Key("threads", "torch threads (unset: all cores)"),
+        Key("clock", "cpu or wall (unset: cpu with 1 thread, else wall)"),
+        Key("kind", "sbc, phone or jetson (unset: guessed)"),
+        Key("idle_s", "seconds of idle power and temperature", "3.0"),
+    ),
+    examples=(
+        "python -m fedbench.profile_device out=device_profiles/my_pi.yaml",
+        "python -m fedbench.profile_device models=lenet,small_cnn batches=8,16,64 "
+        "holdout=lenet@32,small_cnn@32 threads=1",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Options:
+    """The parsed arguments."""
+
+    out: Path | None
+    name: str | None
+    models: str
+    batches: str
+    holdout: str
+    steps: int
+    rounds: int
+    threads: int | None
+    clock: str | None
+    kind: str | None
+    idle_s: float
+
+
+def parse(argv: Sequence[str]) -> Options:
+    args = GRAMMAR.parse(argv)
+    for key, valid in (("clock", ("cpu", "wall")), ("kind", ("sbc", "phone", "jetson"))):
+        if key in args and args[key] not in valid:
+            raise FedbenchError(f"{key}={args[key]!r}: valid: {', '.join(valid)}")
+    threads = args.get("threads")
+    return Options(
+        out=Path(args["out"]) if "out" in args else None,
+        name=args.get("name"),
+        models=args.get("models", DEFAULT_MODELS) or DEFAULT_MODELS,
+        batches=args.get("batches", DEFAULT_BATCHES) or DEFAULT_BATCHES,
+        holdout=args.get("holdout", "") or "",
+        steps=parse_int("steps", args.get("steps", "7") or "7", 1),
+        rounds=parse_int("rounds", args.get("rounds", "3") or "3", 1),
+        threads=None if threads is None else parse_int("threads", threads, 1),
+        clock=args.get("clock"),
+        kind=args.get("kind"),
+        idle_s=parse_float("idle_s", args.get("idle_s", "3.0") or "3.0", 0.0),
+    )
 
 
 def _name(text: str) -> str:
@@ -66,7 +113,7 @@ def _cases(models: str, batches: str, holdout: str) -> tuple[list[str], set[str]
     try:
         sizes = [int(b) for b in batches.split(",") if b.strip()]
     except ValueError:
-        raise FedbenchError(f"--batches {batches!r}: expected integers like 8,16,64") from None
+        raise FedbenchError(f"batches={batches!r}: expected integers like 8,16,64") from None
     fit = [f"{m.strip()}@{b}" for m in models.split(",") if m.strip() for b in sizes]
     held = [str(Case.parse(c.strip())) for c in holdout.split(",") if c.strip()]
     fit = [c for c in fit if c not in held]
@@ -87,7 +134,7 @@ def _idle(seconds: float) -> tuple[float, float]:
 
 
 def run(argv: Sequence[str]) -> str:
-    args = _parser().parse_args(argv)
+    args = parse(argv)
     import torch
 
     from fedbench.devices.profile import load_profile
@@ -99,10 +146,10 @@ def run(argv: Sequence[str]) -> str:
     out: Path = args.out or Path(f"{_name(args.name or socket.gethostname())}.yaml")
     name = args.name or out.stem
     if out.stem != name:
-        raise FedbenchError(f"--name {name!r} must be the file's stem ({out.stem!r})")
+        raise FedbenchError(f"name={name!r} must be the file's stem ({out.stem!r})")
     threads = args.threads or desc.total_cores
     if not 1 <= threads <= desc.total_cores:
-        raise FedbenchError(f"--threads {threads}: this device has {desc.total_cores} cores")
+        raise FedbenchError(f"threads={threads}: this device has {desc.total_cores} cores")
     torch.set_num_threads(threads)
     clock = args.clock or ("cpu" if threads == 1 else "wall")
     names, held = _cases(args.models, args.batches, args.holdout)
@@ -184,12 +231,7 @@ def _report(profile, samples, held, result, out: Path, clock: str) -> str:  # ty
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        print(run(sys.argv[1:] if argv is None else argv))
-    except FedbenchError as exc:
-        print(f"fedbench.profile_device: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return GRAMMAR.main(run, argv)
 
 
 if __name__ == "__main__":

@@ -30,12 +30,24 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from fedbench.cli.grammar import Grammar, Key
 from fedbench.errors import FedbenchError
 
 # Flower accepts any NIST curve for node keys; P-384 is what its docs use.
 NODE_CURVE = ec.SECP384R1()
 NIST_CURVES = ("secp256r1", "secp384r1", "secp521r1")
 CERT_DAYS = 30  # a test fleet's certificates outlive any run, not the machine
+ISSUE_TLS = Grammar(
+    prog="python -m fedbench.security issue-tls",
+    summary="Issue a private CA and a SuperLink server certificate for the hosts "
+    "(give them to runtime.tls_*; devices get ca.pem).",
+    keys=(
+        Key("out", "folder for ca.pem, server.pem and server.key", required=True),
+        Key("hosts", "IP addresses or DNS names of the server, comma-separated", required=True),
+    ),
+    examples=("python -m fedbench.security issue-tls out=certs hosts=192.168.1.10,server.lan",),
+    aliases={"host": "hosts"},
+)
 
 
 @dataclass(frozen=True)
@@ -96,7 +108,7 @@ def issue_tls(out_dir: Path, hosts: Sequence[str]) -> TlsFiles:
     if not hosts:
         raise FedbenchError("a server certificate needs at least one host name or address")
     out_dir.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     start, end = now - dt.timedelta(minutes=5), now + dt.timedelta(days=CERT_DAYS)
 
     ca_key = ec.generate_private_key(ec.SECP384R1())
@@ -200,36 +212,42 @@ def check_private_key(path: Path) -> None:
     try:
         key = serialization.load_ssh_private_key(path.read_bytes(), password=None)
     except FileNotFoundError:
-        raise FedbenchError(f"--auth-key {path}: no such file") from None
+        raise FedbenchError(f"auth_key={path}: no such file") from None
     except (ValueError, UnsupportedAlgorithm) as exc:
-        raise FedbenchError(f"--auth-key {path}: not an OpenSSH private key ({exc})") from None
+        raise FedbenchError(f"auth_key={path}: not an OpenSSH private key ({exc})") from None
     if not isinstance(key, ec.EllipticCurvePrivateKey):
-        raise FedbenchError(f"--auth-key {path}: expected an EC private key")
+        raise FedbenchError(f"auth_key={path}: expected an EC private key")
+
+
+def _issue(argv: Sequence[str]) -> str:
+    args = ISSUE_TLS.parse(argv)
+    hosts = [h.strip() for h in args["hosts"].split(",") if h.strip()]
+    files = issue_tls(Path(args["out"]).expanduser(), hosts)
+    return "\n".join(
+        [
+            f"runtime.tls_ca_cert={files.ca_cert.resolve()}",
+            f"runtime.tls_server_cert={files.server_cert.resolve()}",
+            f"runtime.tls_server_key={files.server_key.resolve()}",
+        ]
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m fedbench.security issue-tls --out DIR --host HOST...`: a reusable test CA."""
-    import argparse
+    """`python -m fedbench.security issue-tls out=DIR hosts=HOST,...`: a reusable test CA."""
     import sys
 
-    p = argparse.ArgumentParser(
-        prog="python -m fedbench.security",
-        description="Issue a private CA and a SuperLink server certificate for HOSTs "
-        "(give them to runtime.tls_*; devices get ca.pem).",
-    )
-    p.add_argument("command", choices=["issue-tls"])
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--host", action="append", required=True, help="IP or DNS name (repeat)")
-    args = p.parse_args(argv)
-    try:
-        files = issue_tls(args.out.expanduser(), args.host)
-    except FedbenchError as exc:
-        print(f"fedbench.security: error: {exc}", file=sys.stderr)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] != "issue-tls":
+        if args and args[0] in ("-h", "--help"):
+            print(ISSUE_TLS.help(), end="")
+            return 0
+        print(
+            f"{ISSUE_TLS.name}: error: expected the command issue-tls, e.g. "
+            f"{ISSUE_TLS.examples[0]}",
+            file=sys.stderr,
+        )
         return 2
-    print(f"runtime.tls_ca_cert={files.ca_cert.resolve()}")
-    print(f"runtime.tls_server_cert={files.server_cert.resolve()}")
-    print(f"runtime.tls_server_key={files.server_key.resolve()}")
-    return 0
+    return ISSUE_TLS.main(_issue, args[1:])
 
 
 if __name__ == "__main__":

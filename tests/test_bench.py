@@ -91,7 +91,7 @@ def test_bad_arguments_exit_2_with_one_line(
 ) -> None:
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and expected in err and "\n" not in err
+    assert err.startswith("fedbench.bench: error: ") and expected in err and "\n" not in err
 
 
 def test_module_entry_point_has_no_traceback() -> None:

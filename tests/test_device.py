@@ -32,9 +32,9 @@ def test_joining_needs_the_servers_ca_or_insecure(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["--superlink", "127.0.0.1:1"]) == 2
-    assert "--root-certificates CA.pem is required" in capsys.readouterr().err
+    assert "root_certificates=CA.pem is required" in capsys.readouterr().err
     assert main(["--superlink", "127.0.0.1:1", "--root-certificates", "nope.pem"]) == 2
-    assert "nope.pem: no such file" in capsys.readouterr().err
+    assert "root_certificates=nope.pem: no such file" in capsys.readouterr().err
     ca = issue_tls(tmp_path, ["127.0.0.1"]).ca_cert
     args = ["--superlink", "127.0.0.1:1", "--root-certificates", str(ca)]
     assert main([*args, "--insecure"]) == 2

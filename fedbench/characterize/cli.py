@@ -13,40 +13,81 @@ and with several studies <out>/<study>), on `device=this` also `warmup`,
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from fedbench.characterize.device import THIS, HostOptions, open_device
 from fedbench.characterize.output import StudyResult, write_meta
-from fedbench.characterize.registry import build_study, params_of, study_names
+from fedbench.characterize.progress import ShownDevice
+from fedbench.characterize.registry import build_study, params_of, study_config, study_names
 from fedbench.characterize.workloads import WorkloadBook
+from fedbench.cli.grammar import Args, Grammar, Key
 from fedbench.devices.schema import closest
 from fedbench.errors import FedbenchError, choices
+from fedbench.report.progress import console
 
-GLOBAL_KEYS: tuple[str, ...] = ("study", "device", "out")
-HOST_KEYS: tuple[str, ...] = ("warmup", "steps", "threads")
 TRAINS = "daily_accuracy"  # trains for real: not part of study=all
 DEFAULT_ROOT = Path("outputs") / "characterize"
 
 
+def _study_help(args: Args) -> str:
+    """Each study's parameters and their defaults (only the named study's, if given)."""
+    names = study_names()
+    picked = [s for s in (args.get("study") or "").split(",") if s in names] or names
+    out = ["study parameters (key=value; defaults from conf/characterize/<study>.yaml):"]
+    for study in picked:
+        out.append(f"  {study}:")
+        for key, default in study_config(study).items():
+            if key != "_target_":
+                out.append(f"    {key}={_shown(default)}")
+    return "\n".join(out)
+
+
+def _shown(value: object) -> str:
+    """A YAML default as it is typed on the command line."""
+    if isinstance(value, list):
+        return ",".join(_shown(v) for v in value)
+    if value is None or isinstance(value, bool):
+        return "null" if value is None else str(value).lower()
+    return str(value)
+
+
+GRAMMAR = Grammar(
+    prog="python -m fedbench.characterize",
+    summary="Papers 000-002's characterisation studies on an emulated device or this host.",
+    keys=(
+        Key(
+            "study", "a study, a comma list, or all (every study but daily_accuracy)", required=True
+        ),
+        Key("device", "a device profile, or `this` for real timed steps here", required=True),
+        Key(
+            "out",
+            "output folder (unset: outputs/characterize/<study>/<device>; "
+            "with several studies <out>/<study>)",
+        ),
+        Key("warmup", "device=this: untimed steps first", str(HostOptions.warmup)),
+        Key("steps", "device=this: timed steps, at least", str(HostOptions.steps)),
+        Key("threads", "device=this: training threads (unset: every CPU allowed)"),
+    ),
+    examples=(
+        "python -m fedbench.characterize study=batch_sweep device=jetson_tx2",
+        "python -m fedbench.characterize study=all device=rpi4 out=results/rpi4",
+        "python -m fedbench.characterize study=cpu_config device=this models=lenet",
+    ),
+    open_keys="Any other key is a parameter of the chosen studies (below); "
+    "`python -m fedbench.characterize study=NAME --help` lists one study's.",
+    aliases={"hydra.run.dir": "out"},
+    extra_help=_study_help,
+)
+GLOBAL_KEYS: tuple[str, ...] = ("study", "device", "out")
+HOST_KEYS: tuple[str, ...] = ("warmup", "steps", "threads")
+
+
 def parse_args(argv: Sequence[str]) -> dict[str, str]:
-    args: dict[str, str] = {}
-    for item in argv:
-        key, eq, value = item.partition("=")
-        if not eq or not key:
-            raise FedbenchError(f"argument {item!r}: expected key=value (e.g. study=batch_sweep)")
-        args[key] = value
-    for key in ("study", "device"):
-        if key not in args:
-            raise FedbenchError(
-                f"missing {key}=...; usage: python -m fedbench.characterize "
-                f"study=<{'|'.join(['all', *study_names()])}> device=<profile|this> [key=value ...]"
-            )
-    return args
+    return GRAMMAR.parse(argv).values
 
 
 def pick_studies(raw: str) -> list[str]:
@@ -100,8 +141,9 @@ def run_study(
     dev = open_device(device, WorkloadBook(built.exact_max_batch), host or HostOptions())
     folder = out or DEFAULT_ROOT / study / device
     folder.mkdir(parents=True, exist_ok=True)
-    started, load0, t0 = datetime.now(timezone.utc), os.getloadavg(), time.perf_counter()
-    result = built.run(dev, folder)
+    started, load0, t0 = datetime.now(UTC), os.getloadavg(), time.perf_counter()
+    with console.task(f"{study} on {device}", unit="steps") as task:
+        result = built.run(ShownDevice(dev, task), folder)
     wall = time.perf_counter() - t0
     write_meta(
         folder / "meta.json",
@@ -135,11 +177,7 @@ def run(argv: Sequence[str]) -> list[StudyResult]:
     for study in studies:
         folder = None if out is None else (out / study if len(studies) > 1 else out)
         result = run_study(study, args["device"], overrides[study], folder, host)
-        print(
-            f"[characterize] {study} on {args['device']}: {result.extra['wall_s']:.1f} s -> "
-            f"{result.csv.parent}",
-            file=sys.stderr,
-        )
+        console.line(f"{study} on {args['device']} -> {result.csv.parent}")
         for line in result.summary:
             print(f"  {line}")
         results.append(result)
@@ -147,9 +185,4 @@ def run(argv: Sequence[str]) -> list[StudyResult]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    try:
-        run(sys.argv[1:] if argv is None else argv)
-    except FedbenchError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+    return GRAMMAR.main(run, argv)

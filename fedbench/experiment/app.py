@@ -16,12 +16,11 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
-
-import tomllib
 
 from fedbench.devices.schema import closest
 from fedbench.errors import FedbenchError, choices

@@ -127,7 +127,8 @@ class ReportConfig:
 
     plots: bool = True  # figures in the run folder at the end
     progress_per_round: bool = False  # a console line per round (false: per evaluation)
-    loggers: tuple[str, ...] = ()  # experiment trackers (fedbench.report.loggers)
+    # Experiment trackers (fedbench.report.loggers): names, or {_target_: ...} mappings.
+    loggers: tuple[str | dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, eq=False)

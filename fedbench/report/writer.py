@@ -1,8 +1,10 @@
-"""The run folder: rounds.csv, summary.json and plots, written as the run goes.
+"""The run folder: rounds.csv, summary.json and figures, written as the run goes.
 
 Rows are appended and flushed after every round and the summary is replaced
 atomically after every evaluation, so a run that fails late keeps what it
-measured; `finish` marks the summary completed or failed and draws the plots.
+measured; `finish` marks the summary completed or failed, stamps its end
+time and analyses the folder (fedbench.analyze: figures/, rounds_summary.csv).
+A figure nobody measured is null in summary.json, never 0 (docs/results.md).
 """
 
 from __future__ import annotations
@@ -11,11 +13,14 @@ import csv
 import json
 import math
 import os
+import traceback
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from fedbench.report.progress import console
+from fedbench.report.provenance import now, provenance
 from fedbench.report.records import CSV_FIELDS, STATUSES, UNPROFILED, RoundReport, to_row
 
 ROUNDS_CSV = "rounds.csv"
@@ -30,7 +35,8 @@ class DayResult:
     loss: float
     virtual_time_s: float
     host_wall_s: float  # since the run started
-    round_wall_s: float = 0.0  # host seconds of the round's send, train, receive and aggregate
+    # Host seconds of the round's send, train, receive and aggregate (NaN: no round, day 0).
+    round_wall_s: float = math.nan
 
 
 class RunWriter:
@@ -38,9 +44,11 @@ class RunWriter:
         self.run_dir = run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
         self.meta = meta
+        self.provenance = provenance()
         self.days: list[DayResult] = []
         self.statuses: Counter[str] = Counter()
-        self.energy_j = 0.0
+        self.energy_j = 0.0  # over the reports that measured it (energy_known)
+        self.energy_known = 0
         self.reports = 0
         self.unprofiled = 0  # device-rounds whose energy and memory nobody measured
         self.virtual_time_s = 0.0
@@ -58,10 +66,12 @@ class RunWriter:
             "days": [asdict(d) for d in self.days],
             "statuses": dict(self.statuses),
             "energy_j": self.energy_j,
+            "energy_known": self.energy_known,
             "reports": self.reports,
             "unprofiled": self.unprofiled,
             "virtual_time_s": self.virtual_time_s,
             "csv_bytes": self._csv.tell(),
+            "start_time": self.provenance["start_time"],
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -76,6 +86,11 @@ class RunWriter:
         self.energy_j = float(state["energy_j"])
         self.reports = int(state["reports"])
         self.unprofiled = int(state.get("unprofiled", 0))
+        # Checkpoints written before energy_known existed: every report counted as known.
+        self.energy_known = int(state.get("energy_known", self.reports))
+        if "start_time" in state:  # the run started then; this process resumed it now
+            self.provenance["resumed_time"] = self.provenance["start_time"]
+            self.provenance["start_time"] = state["start_time"]
         self.virtual_time_s = float(state["virtual_time_s"])
         path = self.run_dir / ROUNDS_CSV
         self._csv.close()
@@ -96,9 +111,14 @@ class RunWriter:
             self.statuses[report.status] += 1
             if not math.isnan(report.energy_j):
                 self.energy_j += report.energy_j
+                self.energy_known += 1
             self.unprofiled += report.kind == UNPROFILED
         self.reports += len(reports)
         self._flush()
+
+    def energy_total(self) -> float | None:
+        """Joules of every report that measured energy (None: none did)."""
+        return self.energy_j if self.energy_known else None
 
     def day(self, result: DayResult) -> None:
         self.days.append(result)
@@ -106,16 +126,22 @@ class RunWriter:
         self._write_summary("running", "")
 
     def finish(self, status: str, error: str = "", plots: bool = True) -> dict[str, Any]:
-        self._csv.close()
-        summary = self._write_summary(status, error)
-        if plots and self.days:
-            from fedbench.report.plots import accuracy_vs_day
+        """Mark the run completed or failed; with `plots`, write its figures and tables.
 
-            accuracy_vs_day(
-                self.days,
-                self.run_dir / "accuracy_vs_day.png",
-                title=str(self.meta.get("name", "")),
-            )
+        The analysis reads only the files (as `python -m fedbench.analyze` would
+        later); if it fails, the run's results stand and the reason is printed.
+        """
+        self._csv.close()
+        self.provenance["end_time"] = now()
+        summary = self._write_summary(status, error)
+        if plots:
+            from fedbench.analyze import analyze_run
+
+            try:
+                analyze_run(self.run_dir)
+            except Exception as exc:  # a figure must not turn a finished run into a failed one
+                console.record(traceback.format_exc())
+                console.line(f"analysis of {self.run_dir} failed: {type(exc).__name__}: {exc}")
         return summary
 
     def _flush(self) -> None:
@@ -139,19 +165,28 @@ class RunWriter:
                 "reports": self.reports,
                 "unprofiled_reports": self.unprofiled,
                 "status_counts": {s: self.statuses.get(s, 0) for s in STATUSES},
-                "energy_j": self.energy_j,
+                # Over the reports that measured energy; null if none did (host devices).
+                "energy_j": self.energy_j if self.energy_known else None,
+                "energy_unknown_reports": self.reports - self.energy_known,
                 "virtual_time_s": self.virtual_time_s,
-                "host_wall_s": last.host_wall_s if last else 0.0,
+                "host_wall_s": last.host_wall_s if last else None,
             },
+            "provenance": self.provenance,
         }
+        summary = _nulls(summary)  # what is returned is what the file says
         path = self.run_dir / SUMMARY_JSON
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(summary, indent=2, default=_jsonable) + "\n")
+        tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
         os.replace(tmp, path)
         return summary
 
 
-def _jsonable(value: object) -> object:
-    if isinstance(value, float) and math.isnan(value):
+def _nulls(value: Any) -> Any:
+    """NaN and infinities (figures that do not exist) as JSON null, not the invalid `NaN`."""
+    if isinstance(value, float) and not math.isfinite(value):
         return None
-    return str(value)
+    if isinstance(value, dict):
+        return {k: _nulls(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_nulls(v) for v in value]
+    return value

@@ -14,11 +14,11 @@
 from __future__ import annotations
 
 import shutil
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import tomli_w
-import tomllib
 
 from fedbench.experiment.app import AppConfig
 from fedbench.experiment.codec import EXPERIMENT_KEY

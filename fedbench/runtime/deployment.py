@@ -42,6 +42,7 @@ from fedbench.errors import FedbenchError
 from fedbench.experiment.codec import to_json
 from fedbench.experiment.schema import Experiment
 from fedbench.fleet import DeviceSpec, expand_fleet
+from fedbench.report.progress import console
 from fedbench.runtime.base import Runtime
 from fedbench.runtime.bundle import write_bundle
 from fedbench.runtime.flower import (
@@ -132,7 +133,7 @@ class DeploymentRuntime(Runtime):
             raise FedbenchError(
                 f"fleet has {len(slots)} physical device(s) but runtime.physical_keys lists "
                 f"{len(keys)} public key(s); issue one per device with "
-                "`python -m fedbench.device issue-credentials --out DIR --name NAME`"
+                "`python -m fedbench.device issue-credentials out=DIR name=NAME`"
             )
         if len(set(keys)) != len(keys):
             raise FedbenchError(
@@ -167,8 +168,8 @@ class DeploymentRuntime(Runtime):
                 if slots:
                     _progress(
                         f"deployment: waiting for {len(slots)} physical device(s); on each run: "
-                        f"python -m fedbench.device --superlink <this host>:{port} "
-                        f"--root-certificates {tls.ca_cert} --auth-key <its .key>"
+                        f"python -m fedbench.device superlink=<this host>:{port} "
+                        f"root_certificates={tls.ca_cert} auth_key=<its .key>"
                     )
                 started = {}
                 for n in nodes:
@@ -318,7 +319,7 @@ class DeploymentRuntime(Runtime):
 
 
 def _progress(line: str) -> None:
-    print(f"[fedbench] {line}", file=sys.stderr, flush=True)
+    console.line(line)
 
 
 def _local(address: str) -> str:

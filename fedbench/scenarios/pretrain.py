@@ -21,6 +21,7 @@ from fedbench.errors import FedbenchError
 from fedbench.experiment.schema import Experiment
 from fedbench.experiment.typed import dump
 from fedbench.paths import cache_dir
+from fedbench.report.progress import console
 from fedbench.scenarios.context import DataContext
 from fedbench.train.loop import TrainParams, train_local
 
@@ -81,14 +82,19 @@ def pretrained_state(
     if path.exists():
         return torch.load(path, map_location="cpu", weights_only=True), True
     if params.epochs > 0 and len(ctx.splits.server) > 0:
-        train_local(
-            model,
-            ctx.splits.server,
-            TrainParams(
-                params.batch_size, params.epochs, params.lr, params.momentum, params.weight_decay
-            ),
-            seed=experiment.seed,
+        train = TrainParams(
+            params.batch_size, params.epochs, params.lr, params.momentum, params.weight_decay
         )
+        title = f"pretraining {experiment.model.name} on {len(ctx.splits.server)} examples"
+        with console.task(title, total=params.epochs, unit="epochs") as task:
+
+            def epoch_done(epoch: int, loss: float) -> None:
+                task.update(f"epoch {epoch}, training loss {loss:.3f}")
+                task.advance()
+
+            train_local(
+                model, ctx.splits.server, train, seed=experiment.seed, on_epoch=epoch_done
+            )
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")

@@ -34,17 +34,20 @@ from fedbench.experiment.codec import EXPERIMENT_KEY, from_json, to_json
 from fedbench.experiment.schema import Experiment
 from fedbench.fleet import DeviceSpec, expand_fleet
 from fedbench.ledger import Ledger
+from fedbench.report.loggers import RunLogger, build_loggers
+from fedbench.report.progress import console
 from fedbench.report.server_rounds import ServerRoundsWriter
 from fedbench.report.writer import DayResult, RunWriter
 from fedbench.server import checkpoint
-from fedbench.server.apps import server_side
-from fedbench.server.evaluation import accuracy_of, loss_of
+from fedbench.server.apps import ServerSide, server_side
+from fedbench.server.evaluation import Evaluator, accuracy_of, loss_of
 from fedbench.server.fleet_strategy import FleetStrategy, check_minimums
 from fedbench.server.fleet_view import FleetView
 from fedbench.server.hooks import (
     AvailabilityHook,
     CheckpointHook,
     LedgerHook,
+    LoggerHook,
     ProgressHook,
     RecordHook,
     clock,
@@ -66,10 +69,13 @@ def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, A
     selector.check_fleet(len(devices))
     writer = RunWriter(run_dir, {"name": experiment.name, "num_devices": len(devices)})
     server_rounds = ServerRoundsWriter(run_dir)
+    loggers: list[RunLogger] = []
     try:
+        loggers = build_loggers(list(experiment.report.loggers), run_dir)
         side = server_side(experiment, devices)
         ledger = Ledger(devices)
-        cannot = side.predict(ledger)
+        with console.task("predicting each profile's round (measuring the workload)"):
+            cannot = side.predict(ledger)
         writer.meta["predicted_oom"] = cannot  # strategies do not pick them
         if cannot:
             progress(
@@ -78,27 +84,16 @@ def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, A
             )
         algorithm = side.algorithm()
         check_minimums(algorithm, selector.clients_per_round)
-        close = build_close(experiment)
         runtime = build_runtime(experiment)
         progress(f"{len(devices)} devices; waiting for their nodes")
         seating = runtime.seating(grid, experiment, run_dir)
-        kinds = _kinds(experiment, devices)
-        fleet = FleetStrategy(algorithm, selector, ledger, seating, to_json(experiment), kinds)
+        fleet = FleetStrategy(
+            algorithm, selector, ledger, seating, to_json(experiment), _kinds(experiment, devices)
+        )
         evaluator = side.evaluator(grid, fleet, runtime.round_timeout_s)
-        unit = scenario.unit
         resumed = checkpoint.load(run_dir)
         if resumed is None:
-            arrays, how = side.initial_arrays()
-            state = LoopState(0, 0.0, 0, arrays)
-            first = evaluator(0, arrays)
-            writer.day(
-                DayResult(
-                    0, 0, accuracy_of(first), loss_of(first), 0.0, time.perf_counter() - wall_start
-                )
-            )
-            score = accuracy_of(first)
-            shown = f"accuracy {100 * score:.2f}%" if not math.isnan(score) else "not evaluated"
-            progress(f"{unit} 0: {shown} (initial model: {how})")
+            state = _start(side, evaluator, writer, scenario.unit, wall_start)
         else:
             selector.load_state_dict(resumed.selector)
             checkpoint.import_data(algorithm, resumed.algorithm)
@@ -111,46 +106,67 @@ def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, A
             )
             progress(f"resuming after round {state.round} (virtual {clock(state.now_s)})")
         view = FleetView(devices, experiment)
-        hooks = [
-            AvailabilityHook(view, ledger),
-            LedgerHook(ledger),
-            RecordHook(writer, server_rounds, wall_start),
-            ProgressHook(experiment.report.progress_per_round, wall_start, unit),
-            CheckpointHook(
-                lambda ckpt: checkpoint.save(run_dir, ckpt),
-                selector,
-                algorithm,
-                ledger,
-                writer,
-                server_rounds,
-            ),
-        ]
-        parts = LoopParts(
-            grid,
-            fleet,
-            close,
-            evaluator,
-            hooks,
-            side.train_config(),
-            side.arrays_key,
-            runtime.round_timeout_s,
-            view.available_at,
-            runtime.wall_clock,
-        )
-        loop = build_mode(experiment).loop(parts)
-        try:
-            loop.run(scenario.schedule(), state)
-        finally:
-            writer.meta["server_time_per_round_s"] = _spread(loop.server_times)
-            writer.meta.update(loop.summary())
+        rounds = sum(1 for _ in scenario.schedule())
+        with console.task("rounds", total=rounds, unit="rounds") as task:
+            hooks = [
+                AvailabilityHook(view, ledger),
+                LedgerHook(ledger),
+                RecordHook(writer, server_rounds, wall_start),
+                LoggerHook(loggers, writer.energy_total),
+                ProgressHook(experiment.report.progress_per_round, wall_start, scenario.unit, task),
+                CheckpointHook(
+                    lambda ckpt: checkpoint.save(run_dir, ckpt),
+                    selector,
+                    algorithm,
+                    ledger,
+                    writer,
+                    server_rounds,
+                ),
+            ]
+            parts = LoopParts(
+                grid,
+                fleet,
+                build_close(experiment),
+                evaluator,
+                hooks,
+                side.train_config(),
+                side.arrays_key,
+                runtime.round_timeout_s,
+                view.available_at,
+                runtime.wall_clock,
+            )
+            loop = build_mode(experiment).loop(parts)
+            task.advance(state.round)
+            try:
+                loop.run(scenario.schedule(), state)
+            finally:
+                writer.meta["server_time_per_round_s"] = _spread(loop.server_times)
+                writer.meta.update(loop.summary())
     except BaseException as exc:
         server_rounds.close()
         writer.finish("failed", f"{type(exc).__name__}: {exc}", plots=experiment.report.plots)
         raise
+    finally:
+        for logger in loggers:
+            logger.close()
     server_rounds.close()
     summary = writer.finish("completed", plots=experiment.report.plots)
-    progress(f"done: {_result_line(summary, unit)} -> {run_dir}")
+    progress(f"done: {_result_line(summary, scenario.unit)} -> {run_dir}")
     return summary
+
+
+def _start(
+    side: ServerSide, evaluator: Evaluator, writer: RunWriter, unit: str, wall_start: float
+) -> LoopState:
+    """The initial model, scored as round (or day) 0."""
+    arrays, how = side.initial_arrays()
+    first = evaluator(0, arrays)
+    accuracy = accuracy_of(first)
+    wall = time.perf_counter() - wall_start
+    writer.day(DayResult(0, 0, accuracy, loss_of(first), 0.0, wall))
+    shown = f"accuracy {100 * accuracy:.2f}%" if not math.isnan(accuracy) else "not evaluated"
+    progress(f"{unit} 0: {shown} (initial model: {how})")
+    return LoopState(0, 0.0, 0, arrays)
 
 
 def _spread(values: list[float]) -> dict[str, float] | None:

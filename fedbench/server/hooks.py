@@ -15,11 +15,13 @@ others changed.
 from __future__ import annotations
 
 import math
-import sys
 import time
 from collections.abc import Callable
 
 from fedbench.ledger import Ledger
+from fedbench.report.loggers import RunLogger
+from fedbench.report.progress import Task, console
+from fedbench.report.records import to_row
 from fedbench.report.server_rounds import ServerRound, ServerRoundsWriter
 from fedbench.report.writer import DayResult, RunWriter
 from fedbench.scenarios.base import RoundSpec
@@ -97,12 +99,17 @@ class RecordHook(ServerHook):
 
 
 class ProgressHook(ServerHook):
-    def __init__(self, per_round: bool, wall_start: float, unit: str = "day") -> None:
+    """A line per evaluation (or per round), and the rounds task's progress."""
+
+    def __init__(self, per_round: bool, wall_start: float, unit: str, task: Task) -> None:
         self.per_round = per_round
         self.wall_start = wall_start
         self.unit = unit
+        self.task = task
 
     def on_round(self, outcome: RoundOutcome, state: LoopState) -> None:
+        self.task.advance()
+        self.task.update(f"round {outcome.spec.round}, virtual {clock(state.now_s)}")
         if outcome.evaluation is None and not self.per_round:
             return
         ok = sum(r.status == "ok" for r in outcome.reports)
@@ -117,6 +124,28 @@ class ProgressHook(ServerHook):
         parts.append(f"virtual {clock(state.now_s)}")
         parts.append(f"wall {time.perf_counter() - self.wall_start:.0f}s")
         progress(" | ".join(parts))
+
+
+class LoggerHook(ServerHook):
+    """Every round's rows and every evaluation to the experiment trackers (report.loggers)."""
+
+    def __init__(self, loggers: list[RunLogger], energy_j: Callable[[], float | None]) -> None:
+        self.loggers = loggers
+        self.energy_j = energy_j
+
+    def on_round(self, outcome: RoundOutcome, state: LoopState) -> None:
+        rows = [to_row(r) for r in outcome.reports]
+        for logger in self.loggers:
+            logger.log_round(outcome.spec.round, outcome.spec.day, rows)
+        if outcome.evaluation is None:
+            return
+        metrics = {k: v for k, v in outcome.evaluation.items() if math.isfinite(v)}
+        metrics["virtual_time_s"] = state.now_s
+        energy = self.energy_j()
+        if energy is not None:
+            metrics["energy_j"] = energy
+        for logger in self.loggers:
+            logger.log_evaluation(outcome.spec.round, outcome.spec.day, metrics)
 
 
 class CheckpointHook(ServerHook):
@@ -163,4 +192,4 @@ def clock(seconds: float) -> str:
 
 
 def progress(line: str) -> None:
-    print(f"[fedbench] {line}", file=sys.stderr, flush=True)
+    console.line(line)

@@ -8,6 +8,7 @@ between optimizer steps when the device's memory budget changes.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -82,8 +83,11 @@ def train_local(
     seed: int,
     plan: Plan | None = None,
     adapt: Adaptation | None = None,
+    on_epoch: Callable[[int, float], None] | None = None,
 ) -> float:
     """Train in place; return the mean training loss over all steps.
+
+    `on_epoch(epoch, mean_loss_so_far)` is called after each epoch (progress).
 
     Every step runs under `plan` (default: the full batch). With `adapt`,
     the budget is checked before each optimizer step and the plan switched
@@ -99,7 +103,7 @@ def train_local(
     current = plan or FULL
     total, steps = 0.0, 0
     runner = PlanRunner(model, optimizer, loss_fn, params.bn_momentum_scaled)
-    for _ in range(params.local_epochs):
+    for epoch in range(params.local_epochs):
         order = torch.randperm(len(data), generator=generator)
         for start in range(0, len(data), params.batch_size):
             idx = order[start : start + params.batch_size]
@@ -112,6 +116,8 @@ def train_local(
             if adapt is not None:
                 adapt.log.record(current)
             steps += 1
+        if on_epoch is not None:
+            on_epoch(epoch + 1, total / steps if steps else math.nan)
     return total / steps if steps else math.nan
 
 

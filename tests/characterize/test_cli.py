@@ -33,5 +33,5 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     ):
         proc = characterize(*args, f"out={tmp_path}")
         assert proc.returncode == 2, proc.stderr
-        assert proc.stderr.startswith("error: ") and message in proc.stderr
+        assert proc.stderr.startswith("fedbench.characterize: error: ") and message in proc.stderr
         assert "Traceback" not in proc.stderr

@@ -24,7 +24,16 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 
 def test_run_folder_is_self_describing(smoke_run: tuple[Path, str]) -> None:
     run_dir, _ = smoke_run
-    for name in ("config.yaml", "rounds.csv", "summary.json", "accuracy_vs_day.png", "flower.log"):
+    for name in (
+        "config.yaml",
+        "rounds.csv",
+        "summary.json",
+        "rounds_summary.csv",
+        "figures/accuracy.png",
+        "figures/accuracy.pdf",
+        "console.log",
+        "flower.log",
+    ):
         assert (run_dir / name).is_file(), name
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert config["scenario"]["days"] == 2 and config["model"]["name"] == "small_cnn"

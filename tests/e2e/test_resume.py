@@ -32,7 +32,7 @@ ARGS = [
     "scenario.new_samples_per_day=48",
     "seed=5",
 ]
-HOST_DEPENDENT = ("node", "host_wall_s")
+HOST_DEPENDENT = ("node", "host_wall_s", "worker")  # worker: pid@host of the call
 
 
 def _rows(run_dir: Path) -> list[dict[str, str]]:

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from experiments.strategy_study.analyze import analyse, main
-from experiments.strategy_study.runs import (
+from experiments.strategy_study.analyze import main
+from fedbench.analyze import compare
+from fedbench.analyze.runs import (
     NOT_PICKED,
     find_run_dirs,
     jain_index,
@@ -19,13 +20,14 @@ from experiments.strategy_study.runs import (
     participation_fairness,
     time_to_target,
 )
-from experiments.strategy_study.tables import (
+from fedbench.analyze.tables import (
     labels,
     mean_std,
     run_rows,
     strategy_rows,
     targets,
 )
+from fedbench.errors import FedbenchError
 from fedbench.report.records import RoundReport
 from fedbench.report.writer import DayResult, RunWriter
 
@@ -189,7 +191,7 @@ def test_analyse_writes_tables_and_figures(tmp_path: Path) -> None:
         status = "failed" if i == 1 else "completed"
         make_run(sweep / str(i), strategy, seed, (0.2, 0.5, 0.8, 0.9 - 0.1 * i), status=status)
     out = tmp_path / "results"
-    main([str(sweep), "--out", str(out), "--target", "study_test=0.75"])
+    assert main([str(sweep), f"out={out}", "target.study_test=0.75"]) == 0
     for name in ("results.csv", "results.md", "runs.csv", "accuracy_per_day.csv"):
         assert (out / name).stat().st_size > 0
     for kind in ("accuracy_vs_time", "accuracy_vs_energy", "selection"):
@@ -203,8 +205,13 @@ def test_analyse_writes_tables_and_figures(tmp_path: Path) -> None:
     assert "1 run(s) did not complete" in text and "random seed 1: failed (1)" in text
 
 
-def test_analyse_refuses_a_folder_without_runs(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match="no run folder"):
-        analyse([tmp_path], tmp_path / "out")
-    with pytest.raises(SystemExit, match="EXPERIMENT=ACCURACY"):
-        main([str(tmp_path), "--target", "study_test=90"])
+def test_analyse_refuses_a_folder_without_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(FedbenchError, match="no run folder"):
+        compare(find_run_dirs([tmp_path]), tmp_path / "out")
+    assert main([str(tmp_path)]) == 2
+    assert "no run folder" in capsys.readouterr().err
+    make_run(tmp_path / "a")
+    assert main([str(tmp_path), "target.study_test=90"]) == 2
+    assert "expected an accuracy in (0, 1]" in capsys.readouterr().err

@@ -36,6 +36,7 @@ from fedbench.characterize.output import (
     write_csv,
 )
 from fedbench.characterize.studies.base import Study, positive
+from fedbench.report.progress import console
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -87,36 +88,41 @@ class DailyAccuracy(Study):
 
     def run(self, device: Device, out: Path) -> StudyResult:
         rows: list[Row] = []
-        for batch in self.batches:
-            run_dir = (out / "runs" / f"bs{batch}").resolve()
-            # A previous run's folder (checkpoint, rounds.csv) would be
-            # continued, not replaced: start each run from an empty folder.
-            shutil.rmtree(run_dir, ignore_errors=True)
-            proc = subprocess.run(
-                self.command(device, batch, run_dir),
-                capture_output=True,
-                text=True,
-                timeout=self.timeout_s,
-                env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
-            )
-            base = {"device": device.name, "kind": device.kind, "batch_size": batch}
-            where = str(run_dir.relative_to(out.resolve()))
-            if proc.returncode != 0:
-                tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-                rows.append(
-                    {
-                        **base,
-                        "day": "",
-                        "accuracy": math.nan,
-                        "train_latency_s": math.nan,
-                        "energy_j": math.nan,
-                        "peak_mem_mb": math.nan,
-                        "status": f"failed: {tail}",
-                        "run_dir": where,
-                    }
+        with console.task(
+            f"{self.name}: one run per batch size", len(self.batches), "runs"
+        ) as task:
+            for batch in self.batches:
+                task.update(f"batch {batch}")
+                run_dir = (out / "runs" / f"bs{batch}").resolve()
+                # A previous run's folder (checkpoint, rounds.csv) would be
+                # continued, not replaced: start each run from an empty folder.
+                shutil.rmtree(run_dir, ignore_errors=True)
+                proc = subprocess.run(
+                    self.command(device, batch, run_dir),
+                    capture_output=True,
+                    text=True,
+                    timeout=self.timeout_s,
+                    env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
                 )
-                continue
-            rows += [{**base, **r, "run_dir": where} for r in read_run(run_dir)]
+                task.advance()
+                base = {"device": device.name, "kind": device.kind, "batch_size": batch}
+                where = str(run_dir.relative_to(out.resolve()))
+                if proc.returncode != 0:
+                    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+                    rows.append(
+                        {
+                            **base,
+                            "day": "",
+                            "accuracy": math.nan,
+                            "train_latency_s": math.nan,
+                            "energy_j": math.nan,
+                            "peak_mem_mb": math.nan,
+                            "status": f"failed: {tail}",
+                            "run_dir": where,
+                        }
+                    )
+                    continue
+                rows += [{**base, **r, "run_dir": where} for r in read_run(run_dir)]
         csv_path = write_csv(out / f"{self.name}.csv", self.columns, rows)
         fig = plot(rows, out / "daily_accuracy.png")
         return StudyResult(self.name, device.name, csv_path, (fig,), tuple(summarise(rows)))

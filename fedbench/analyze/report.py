@@ -1,4 +1,4 @@
-"""results.md: the study's tables in Markdown (mean +- sample std over seeds)."""
+"""results.md: the comparison in Markdown (mean ± sample sd over seeds)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from experiments.strategy_study.tables import FAILURES, StrategyRow
+from fedbench.analyze.tables import FAILURES, StrategyRow
 
 # At most this many day columns in the accuracy-per-day table (results.csv has all).
 MAX_DAY_COLUMNS = 11
@@ -29,10 +29,11 @@ def ratio(value: float, reference: float) -> str:
 
 def strategy_table(rows: list[StrategyRow], baseline: str | None) -> list[str]:
     base = next((r for r in rows if r.strategy == baseline), None)
+    step = "days" if rows and rows[0].scenario == "daily" else "rounds"
     head = [
         "strategy",
         "reached",
-        "rounds to target",
+        f"{step} to target",
         "time to target (s)",
         "energy to target (J)",
         "final accuracy (%)",
@@ -66,7 +67,7 @@ def strategy_table(rows: list[StrategyRow], baseline: str | None) -> list[str]:
     return lines
 
 
-def day_table(days: list[dict[str, Any]]) -> list[str]:
+def day_table(days: list[dict[str, Any]], scenario: str) -> list[str]:
     by_strategy: dict[str, dict[int, str]] = defaultdict(dict)
     for d in days:
         by_strategy[d["strategy"]][d["day"]] = pm((d["accuracy_mean"], d["accuracy_std"]), 100.0)
@@ -74,13 +75,32 @@ def day_table(days: list[dict[str, Any]]) -> list[str]:
     if len(all_days) > MAX_DAY_COLUMNS:
         step = (len(all_days) - 1) / (MAX_DAY_COLUMNS - 1)
         all_days = sorted({all_days[round(i * step)] for i in range(MAX_DAY_COLUMNS)})
+    unit = "day" if scenario == "daily" else "round"
     lines = [
-        "| strategy | " + " | ".join(f"day {d}" for d in all_days) + " |",
+        "| strategy | " + " | ".join(f"{unit} {d}" for d in all_days) + " |",
         "|" + "---|" * (len(all_days) + 1),
     ]
     for strategy, cells in sorted(by_strategy.items()):
         lines.append(f"| {strategy} | " + " | ".join(cells.get(d, "-") for d in all_days) + " |")
     return lines
+
+
+def tables(rows: list[StrategyRow], how_target: dict[str, str], baseline: str | None) -> str:
+    """The comparison table of every experiment (what `compare` returns and prints)."""
+    out: list[str] = []
+    for experiment in sorted({r.experiment for r in rows}):
+        mine = [r for r in rows if r.experiment == experiment]
+        target = mine[0].target
+        reach = f"{100 * target:.1f}%" if math.isfinite(target) else "none (no evaluation)"
+        out += [
+            f"## {experiment} (scenario `{mine[0].scenario}`)",
+            "",
+            f"Target accuracy {reach} ({how_target[experiment]}).",
+            "",
+            *strategy_table(mine, baseline),
+            "",
+        ]
+    return "\n".join(out)
 
 
 def markdown(
@@ -90,35 +110,35 @@ def markdown(
     figures: dict[str, list[str]],
     baseline: str | None,
     incomplete: list[str] | None = None,
+    title: str = "Comparison",
 ) -> str:
     out = [
-        "# Strategy study: results",
+        f"# {title}",
         "",
-        "Written by `experiments/strategy_study/analyze.py`; mean ± sample std over seeds.",
-        "Times are virtual seconds spent in rounds, energies joules of every report",
+        "Written by `python -m fedbench.analyze`; mean ± sample sd over seeds.",
+        "Times are virtual seconds (plain rounds: the virtual clock; daily: the time spent",
+        "in rounds, without the idle hours between days), energies joules of every report",
         "(timeouts and failures included), both up to the first evaluation at or above",
         "the target; averaged over the runs that reached it (`reached`).",
         f"Failure columns ({', '.join(FAILURES)}) are report counts summed over the seeds.",
+        "Jain: Jain's fairness index of how often each device of the fleet was picked",
+        "(1 = evenly, 1/n = one device).",
     ]
     if incomplete:
         # A failed or unfinished run is still analysed (it may have reached the
         # target before it stopped), but a reader must know it is there.
         out += ["", f"**{len(incomplete)} run(s) did not complete:**", ""]
         out += [f"- {line}" for line in incomplete]
-    experiments = sorted({r.experiment for r in rows})
-    for experiment in experiments:
+    for experiment in sorted({r.experiment for r in rows}):
         mine = [r for r in rows if r.experiment == experiment]
+        unit = "day" if mine[0].scenario == "daily" else "round"
         out += [
             "",
-            f"## {experiment} (scenario `{mine[0].scenario}`)",
+            tables(mine, how_target, baseline).rstrip(),
             "",
-            f"Target accuracy {100 * mine[0].target:.1f}% ({how_target[experiment]}).",
+            f"Test accuracy (%) per {unit} ({unit} 0 = before any device trained):",
             "",
-            *strategy_table(mine, baseline),
-            "",
-            "Test accuracy (%) per day (rounds scenario: per round; day 0 = before training):",
-            "",
-            *day_table([d for d in days if d["experiment"] == experiment]),
+            *day_table([d for d in days if d["experiment"] == experiment], mine[0].scenario),
             "",
         ]
         out += [f"![{name}]({name})" for name in figures.get(experiment, [])]

@@ -1,6 +1,7 @@
 """Runs grouped by experiment and strategy: targets, per-run metrics, mean +- std over seeds.
 
-The target accuracy of an experiment is either given (`--target NAME=ACC`)
+The target accuracy of an experiment is either given (`target=ACC`, or
+`target.NAME=ACC` for one experiment)
 or `fraction` x the best strategy's mean final accuracy (over its seeds):
 a level every reasonable strategy should get to, set by the data rather
 than picked after looking at who wins. Times and energies to target are
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from experiments.strategy_study.runs import Run, participation_fairness, time_to_target
+from fedbench.analyze.runs import Run, participation_fairness, time_to_target
 from fedbench.report.records import STATUSES
 
 FAILURES: tuple[str, ...] = tuple(s for s in STATUSES if s != "ok")
@@ -113,8 +114,9 @@ def targets(
         if fixed and experiment in fixed:
             out[experiment] = fixed[experiment]
         else:
-            best = max(mean_std(v)[0] for v in by_strategy.values())
-            out[experiment] = fraction * best
+            means = [mean_std(v)[0] for v in by_strategy.values()]
+            best = max((m for m in means if not math.isnan(m)), default=math.nan)
+            out[experiment] = fraction * best  # NaN: no run was ever evaluated
     return out
 
 

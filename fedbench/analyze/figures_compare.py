@@ -1,0 +1,201 @@
+"""Runs side by side: accuracy against time, energy and rounds, time and energy to target,
+and who was picked when - one line (mean over seeds, band +- 1 sd) per strategy label.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from fedbench.analyze.figures_run import step_name
+from fedbench.analyze.runs import Run
+from fedbench.analyze.style import (
+    STATUS_COLOURS,
+    energy_unit,
+    integer_axis,
+    legend_outside,
+    strategy_styles,
+    time_unit,
+)
+from fedbench.analyze.tables import StrategyRow
+from fedbench.report.records import STATUSES
+
+
+def by_label(runs: list[Run], named: dict[Path, str]) -> dict[str, list[Run]]:
+    groups: dict[str, list[Run]] = defaultdict(list)
+    for run in sorted(runs, key=lambda r: r.seed):
+        groups[named[run.path]].append(run)
+    return dict(sorted(groups.items()))
+
+
+def _x(run: Run, axis: str) -> list[float]:
+    if axis == "energy_j":
+        return [e.energy_j for e in run.evaluations]
+    if axis == "step":
+        return [float(e.day if run.by_day else e.round) for e in run.evaluations]
+    if run.by_day:  # summed round time: the nights are the same for every strategy
+        return [e.time_s for e in run.evaluations]
+    return [e.clock_s if math.isfinite(e.clock_s) else e.time_s for e in run.evaluations]
+
+
+def accuracy_curves(
+    runs: list[Run], named: dict[Path, str], axis: str, target: float | None
+) -> Figure | str:
+    """Mean over seeds per label, evaluation by evaluation; the band is +- 1 sd of accuracy.
+
+    `axis`: time_s (virtual clock; daily: time in rounds), energy_j or step
+    (day or round). Seeds are aligned by evaluation, up to the shortest run.
+    """
+    groups = by_label(runs, named)
+    styles = strategy_styles(groups)
+    curves = []
+    for label, members in groups.items():
+        usable = [r for r in members if r.evaluations and all(map(math.isfinite, _x(r, axis)))]
+        n = min((len(r.evaluations) for r in usable), default=0)
+        if n == 0:
+            continue
+        xs = np.array([_x(r, axis)[:n] for r in usable]).mean(axis=0)
+        ys = 100.0 * np.array([[e.accuracy for e in r.evaluations[:n]] for r in usable])
+        curves.append((label, len(usable), xs, ys))
+    if not curves:
+        return "no run has evaluations" + (" with energy figures" if axis == "energy_j" else "")
+    first = runs[0]
+    peak = max(float(c[2].max()) for c in curves)
+    scale, unit = (
+        time_unit(peak)
+        if axis == "time_s"
+        else energy_unit(peak)
+        if axis == "energy_j"
+        else (1, "")
+    )
+    fig = Figure(figsize=(9.5, 4.4))
+    ax = fig.subplots()
+    for label, count, xs, ys in curves:
+        mean = ys.mean(axis=0)
+        style = styles[label]
+        ax.plot(
+            xs / scale,
+            mean,
+            color=style["color"],
+            linestyle=style["linestyle"],
+            marker=style["marker"],
+            markersize=3,
+            label=textwrap.fill(f"{label} (n={count})", 36),
+        )
+        if count > 1:
+            sd = ys.std(axis=0, ddof=1)
+            ax.fill_between(xs / scale, mean - sd, mean + sd, color=style["color"], alpha=0.12)
+    if target is not None and math.isfinite(target):
+        ax.axhline(100.0 * target, color="black", linestyle=":", linewidth=1, label="target")
+    what = {
+        "time_s": (
+            f"virtual time in rounds, nights excluded ({unit})"
+            if first.by_day
+            else f"virtual clock ({unit})"
+        ),
+        "energy_j": f"cumulative energy of all devices ({unit})",
+        "step": step_name(first),
+    }[axis]
+    ax.set_xlabel(what)
+    if axis == "step":
+        integer_axis(ax)
+    ax.set_ylabel("test accuracy (%), mean ± sd over seeds")
+    short = {"time_s": "virtual time", "energy_j": "energy", "step": step_name(first)}[axis]
+    ax.set_title(f"{first.experiment}: accuracy vs {short}", fontsize=10)
+    ax.grid(alpha=0.3)
+    legend_outside(ax)  # eight strategies leave no empty corner
+    return fig
+
+
+def to_target(rows: list[StrategyRow]) -> Figure | str:
+    """Time and energy to the target per label, mean +- sd over the seeds that reached it."""
+    reached = [r for r in rows if r.reached]
+    if not reached:
+        return "no run reached the target accuracy"
+    styles = strategy_styles(r.strategy for r in rows)
+    fig = Figure(figsize=(10, 0.35 * len(rows) + 1.8))
+    left, right = fig.subplots(1, 2, sharey=True)
+    ys = np.arange(len(rows))
+    for ax, key, what in (
+        (left, "time_to_target_s", "virtual time to target"),
+        (right, "energy_to_target_j", "energy to target"),
+    ):
+        means = [getattr(r, key)[0] for r in rows]
+        sds = [getattr(r, key)[1] for r in rows]
+        finite = [m for m in means if math.isfinite(m)]
+        scale, unit = (time_unit if key.startswith("time") else energy_unit)(max(finite, default=0))
+        ax.barh(
+            ys,
+            [m / scale if math.isfinite(m) else 0 for m in means],
+            xerr=[s / scale if math.isfinite(s) else 0 for s in sds],
+            color=[styles[r.strategy]["color"] for r in rows],
+            capsize=3,
+        )
+        for y, row, m in zip(ys, rows, means, strict=True):
+            text = f"{row.reached}/{row.runs}" if math.isfinite(m) else "not reached"
+            ax.text(
+                0,
+                y,
+                f" {text}",
+                va="center",
+                fontsize=7,
+                color="white" if math.isfinite(m) else "black",
+            )
+        ax.set_xlabel(f"{what} ({unit})")
+        ax.grid(axis="x", alpha=0.3)
+        ax.set_axisbelow(True)
+    left.set_yticks(ys)
+    left.set_yticklabels([textwrap.fill(r.strategy, 30) for r in rows], fontsize=8)
+    left.invert_yaxis()
+    fig.suptitle(
+        f"{rows[0].experiment}: to {100 * rows[0].target:.1f}% accuracy "
+        "(mean ± sd over the seeds that reached it; n reached/runs)",
+        fontsize=10,
+    )
+    return fig
+
+
+def selection_heatmaps(runs: list[Run], named: dict[Path, str]) -> Figure | str:
+    """Per label (its lowest seed): devices x rounds, coloured by the report's status."""
+    groups = by_label(runs, named)
+    shown = {k: v for k, v in groups.items() if v[0].heat.size}
+    if not shown:
+        return "no round ran"
+    cols = min(len(shown), 4)
+    rows = (len(shown) + cols - 1) // cols
+    first = next(iter(shown.values()))[0]
+    height = 0.16 * len(first.devices) + 1.2
+    fig = Figure(figsize=(4.2 * cols, height * rows + 0.6))
+    axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).reshape(-1)
+    cmap = ListedColormap(list(STATUS_COLOURS.values()))
+    for ax, (label, members) in zip(axes, shown.items(), strict=False):
+        run = members[0]
+        ax.imshow(
+            run.heat,
+            aspect="auto",
+            cmap=cmap,
+            vmin=-0.5,
+            vmax=len(STATUSES) + 0.5,
+            interpolation="nearest",
+            extent=(0.5, run.heat.shape[1] + 0.5, len(run.devices) - 0.5, -0.5),
+        )
+        ax.set_title(textwrap.fill(f"{label}, seed {run.seed}", 42), fontsize=8)
+        ax.set_yticks(range(len(run.devices)))
+        ax.set_yticklabels(run.devices, fontsize=5)
+        ax.set_xlabel("round", fontsize=8)
+        integer_axis(ax)
+        ax.tick_params(axis="x", labelsize=7)
+    for ax in list(axes)[len(shown) :]:
+        ax.axis("off")
+    handles = [Patch(color=c, label=s) for s, c in STATUS_COLOURS.items()]
+    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
+    fig.suptitle(f"{first.experiment}: devices picked per round")
+    fig.tight_layout(rect=(0, 0.06, 1, 0.97))
+    return fig

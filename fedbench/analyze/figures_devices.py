@@ -1,0 +1,369 @@
+"""A run seen device by device: who trained when, what it cost, how hot, how much memory.
+
+Like figures_run: each function returns a figure or the reason it has
+nothing to draw (a fleet of host devices reports no temperature).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+from matplotlib.artist import Artist
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from fedbench.analyze.figures_run import NO_ENERGY, status_bars, title
+from fedbench.analyze.rounds import round_clock
+from fedbench.analyze.runs import Run, number
+from fedbench.analyze.style import (
+    STATUS_COLOURS,
+    energy_unit,
+    legend_outside,
+    profile_colours,
+    time_unit,
+)
+from fedbench.report.records import STATUSES
+
+# The timeline draws at most this many bars (device-rounds); longer runs show
+# evenly spaced rounds, first and last included, and say so in the title.
+TIMELINE_BARS = 160
+CUT_COLOUR = "#d62828"
+
+
+def _shown_rounds(run: Run) -> list[int]:
+    picked: defaultdict[int, int] = defaultdict(int)
+    for row in run.rows:
+        picked[int(row["round"])] += 1
+    rounds = [r for r in range(1, run.rounds + 1) if picked[r]]
+    per_round = max(1, int(np.mean([picked[r] for r in rounds]))) if rounds else 1
+    keep = max(1, TIMELINE_BARS // per_round)
+    if len(rounds) <= keep:
+        return rounds
+    index = np.unique(np.linspace(0, len(rounds) - 1, keep).round().astype(int))
+    return [rounds[i] for i in index]
+
+
+@dataclass(frozen=True)
+class _Bar:
+    """One device's part in one round, relative to the round's start."""
+
+    device: str
+    begin: float
+    end: float  # the reply, or the round's close when none came
+    status: str
+    replied: bool
+
+
+def _bars(run: Run, rounds: list[int]) -> tuple[list[_Bar], list[tuple[int, int, int, float]]]:
+    """The bars of `rounds`, and per round (round, first bar, last bar, where it closed)."""
+    start, _ = round_clock(run)
+    by_round: dict[int, list[dict[str, str]]] = defaultdict(list)
+    for row in run.rows:
+        by_round[int(row["round"])].append(row)
+    bars: list[_Bar] = []
+    bands: list[tuple[int, int, int, float]] = []
+    for r in rounds:
+        cut = float(run.durations[r])
+        first = len(bars)
+        for row in sorted(by_round[r], key=lambda x: x.get("device", "")):
+            begin, end = _span(row, float(start[r]))
+            replied = not math.isnan(end)
+            bars.append(
+                _Bar(
+                    row.get("device", "?"),
+                    begin,
+                    end if replied else max(cut, begin),
+                    row.get("status", ""),
+                    replied,
+                )
+            )
+        bands.append((r, first, len(bars) - 1, cut))
+    return bars, bands
+
+
+def timeline(run: Run) -> Figure | str:
+    """Per round, one bar per picked device from when it got the model to when it replied.
+
+    Time is relative to the round's start; the red line is where the server
+    closed the round (the slowest reply, the deadline or the first k). A
+    device without a reply is hatched up to the close.
+    """
+    rounds = _shown_rounds(run)
+    if not rounds:
+        return "no device was picked in any round"
+    bars, bands = _bars(run, rounds)
+    longest = max([b.end for b in bars] + [band[3] for band in bands] + [1e-9])
+    scale, unit = time_unit(longest)
+    height = min(40.0, max(3.0, 0.17 * len(bars) + 0.25 * len(bands) + 1.2))
+    fig = Figure(figsize=(9, height))
+    ax = fig.subplots()
+    for replied in (True, False):
+        mine = [(y, b) for y, b in enumerate(bars) if b.replied == replied]
+        if mine:
+            ax.barh(
+                [y for y, _ in mine],
+                [(b.end - b.begin) / scale for _, b in mine],
+                left=[b.begin / scale for _, b in mine],
+                height=0.75,
+                color=[STATUS_COLOURS.get(b.status, "#444444") for _, b in mine],
+                hatch=None if replied else "///",
+                edgecolor="white" if replied else "#333333",
+                linewidth=0.3,
+            )
+    for _, first, last, cut in bands:
+        ax.plot([cut / scale] * 2, [first - 0.45, last + 0.45], color=CUT_COLOUR, linewidth=1.6)
+        if last < len(bars) - 1:
+            ax.axhline(last + 0.5, color="#bbbbbb", linewidth=0.6)
+    ax.set_yticks(range(len(bars)))
+    ax.set_yticklabels([b.device for b in bars], fontsize=max(4, min(7, 700 // len(bars))))
+    ax.set_ylim(len(bars) - 0.5, -0.5)
+    right = ax.twinx()  # the round of each band, on the right
+    right.set_ylim(ax.get_ylim())
+    right.set_yticks([(first + last) / 2 for _, first, last, _ in bands])
+    right.set_yticklabels([_round_label(run, r) for r, *_ in bands], fontsize=7)
+    right.tick_params(length=0)
+    ax.set_xlabel(f"virtual time since the round started ({unit})")
+    ax.set_xlim(left=0)
+    picked = _picked_rounds(run)
+    shown = "" if len(rounds) == picked else f" ({len(rounds)} of {picked} rounds shown)"
+    ax.set_title(title(run, f"device timeline per round{shown}"), fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+    statuses = {b.status for b in bars}
+    handles: list[Artist] = [
+        Patch(color=STATUS_COLOURS[s], label=s) for s in STATUSES if s in statuses
+    ]
+    if not all(b.replied for b in bars):
+        handles.append(Patch(facecolor="white", edgecolor="#333333", hatch="///", label="no reply"))
+    handles.append(Line2D([], [], color=CUT_COLOUR, linewidth=1.6, label="round closed"))
+    legend_outside(right, handles, top=True, gap=0.12)  # right of the round labels
+    return fig
+
+
+def _picked_rounds(run: Run) -> int:
+    return len({int(row["round"]) for row in run.rows})
+
+
+def _round_label(run: Run, r: int) -> str:
+    day = next((int(row["day"]) for row in run.rows if int(row["round"]) == r), None)
+    return (
+        f"day {day}"
+        if run.by_day and day is not None and run.rounds == day_count(run)
+        else f"round {r}"
+    )
+
+
+def day_count(run: Run) -> int:
+    """Rounds if every day has one round (the usual daily scenario), else -1."""
+    days = {int(row["day"]) for row in run.rows if row.get("day", "") != ""}
+    rounds = {int(row["round"]) for row in run.rows}
+    return len(rounds) if len(days) == len(rounds) else -1
+
+
+def _span(row: dict[str, str], round_start: float) -> tuple[float, float]:
+    """(start, end) of a device's part in its round, relative to the round's start."""
+    start, end = number(row.get("start_s")), number(row.get("end_s"))
+    if not math.isnan(start):  # the server's clock (newer runs)
+        return start - round_start, end - round_start
+    trip = number(row.get("round_trip_s"))  # older runs: every device starts with the round
+    return 0.0, trip
+
+
+def energy_per_device(run: Run) -> Figure | str:
+    """Each device's total energy, split by how its rounds ended (ok vs wasted)."""
+    totals: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    unknown: set[str] = set()
+    for row in run.rows:
+        joules = number(row.get("energy_j"))
+        if math.isnan(joules):
+            unknown.add(row.get("device", ""))
+        else:
+            totals[row.get("device", "")][row.get("status", "")] += joules
+    devices = [d for d in run.devices if d in totals]
+    if not devices:
+        return NO_ENERGY
+    peak = max(sum(v.values()) for v in totals.values())
+    scale, unit = energy_unit(peak)
+    fig = Figure(figsize=(7.5, max(2.5, 0.2 * len(devices) + 1.3)))
+    ax = fig.subplots()
+    by_status = {s: [totals[d].get(s, 0.0) / scale for d in devices] for s in STATUSES}
+    status_bars(ax, devices, by_status, f"energy over the run ({unit}), by how each round ended")
+    wasted = sum(v for d in totals.values() for s, v in d.items() if s != "ok")
+    total = sum(sum(d.values()) for d in totals.values())
+    note = (
+        f"; {len(unknown - set(totals))} devices without energy figures"
+        if unknown - set(totals)
+        else ""
+    )
+    ax.set_title(
+        title(
+            run,
+            f"energy of the {len(devices)} devices picked: {_amount(total / scale)} {unit}, "
+            f"{100 * wasted / total if total else 0:.0f}% in rounds not ok{note}",
+        ),
+        fontsize=10,
+    )
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+    legend_outside(ax)
+    return fig
+
+
+@dataclass(frozen=True)
+class _Stint:
+    """One device's training in one round, on the virtual clock."""
+
+    begin: float
+    end: float
+    temp_start: float
+    temp_end: float
+    freq_ghz: float
+    throttled: bool
+
+
+def _amount(value: float) -> str:
+    """1,234 or 12.3: three significant digits, no exponent."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _stints(run: Run) -> tuple[dict[str, list[_Stint]], dict[str, str]]:
+    start, _ = round_clock(run)
+    stints: dict[str, list[_Stint]] = defaultdict(list)
+    profiles: dict[str, str] = {}
+    for row in run.rows:
+        t0, t1 = number(row.get("temp_c_start")), number(row.get("temp_c_end"))
+        if math.isnan(t0) and math.isnan(t1):
+            continue
+        begin, reply = _span(row, 0.0)
+        if math.isnan(number(row.get("start_s"))):  # older runs: relative to the round
+            begin, reply = (
+                begin + float(start[int(row["round"])]),
+                reply + float(start[int(row["round"])]),
+            )
+        latency = number(row.get("latency_s"))
+        end = begin + latency if not math.isnan(latency) else reply
+        throttled = number(row.get("throttled_frac"))
+        device = row.get("device", "?")
+        profiles[device] = row.get("profile", device)
+        stints[device].append(
+            _Stint(
+                begin,
+                end if not math.isnan(end) else begin,
+                t0,
+                t1,
+                number(row.get("freq_ghz_avg")),
+                throttled > 0,
+            )
+        )
+    return stints, profiles
+
+
+def thermal(run: Run) -> Figure | str:
+    """Temperature and average clock of each device over the virtual clock (throttling).
+
+    Each round a device trained in is a segment from its temperature when
+    training started to when it ended (a circle at the end; a black cross
+    if it throttled). Segments are not joined: between its rounds a device
+    cools while idle, and no one measured how.
+    """
+    stints, profiles = _stints(run)
+    if not stints:
+        return "no device reported its temperature"
+    latest = max(s.end for points in stints.values() for s in points)
+    scale, unit = time_unit(latest)
+    colours = profile_colours([profiles[d] for d in stints])
+    fig = Figure(figsize=(9, 5.5))
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    for device, points in stints.items():
+        colour = colours[profiles[device]]
+        for p in points:
+            top.plot(
+                [p.begin / scale, p.end / scale],
+                [p.temp_start, p.temp_end],
+                color=colour,
+                linewidth=1.2,
+            )
+        top.scatter(
+            [p.end / scale for p in points], [p.temp_end for p in points], color=colour, s=10
+        )
+        hot = [(p.end / scale, p.temp_end) for p in points if p.throttled]
+        if hot:
+            top.scatter(*zip(*hot, strict=True), color="black", marker="x", s=24, zorder=3)
+        clocked = [p for p in points if not math.isnan(p.freq_ghz)]
+        bottom.scatter(
+            [(p.begin + p.end) / 2 / scale for p in clocked],
+            [p.freq_ghz for p in clocked],
+            color=colour,
+            s=12,
+        )
+    top.set_ylabel("temperature (°C)")
+    bottom.set_ylabel("average clock in round (GHz)")
+    cooled = " - each day starts cooled down" if run.by_day else ""
+    bottom.set_xlabel(f"virtual clock ({unit}){cooled}")
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+    handles: list[Artist] = [Line2D([], [], color=c, label=p) for p, c in colours.items()]
+    handles.append(Line2D([], [], color="black", marker="x", linestyle="", label="throttled"))
+    legend_outside(top, handles, top=True)
+    top.set_title(
+        title(run, "temperature from start to end of each training, and clock"), fontsize=10
+    )
+    return fig
+
+
+def memory(run: Run) -> Figure | str:
+    """Each device's highest peak training memory against its (smallest) budget."""
+    peak: dict[str, float] = {}
+    budget: dict[str, float] = {}
+    ooms: dict[str, int] = defaultdict(int)
+    for row in run.rows:
+        device = row.get("device", "?")
+        p, b = number(row.get("peak_mem_mb")), number(row.get("mem_budget_mb"))
+        if not math.isnan(p):
+            peak[device] = max(peak.get(device, 0.0), p)
+        if not math.isnan(b):
+            budget[device] = min(budget.get(device, math.inf), b)
+        ooms[device] += row.get("status") == "oom"
+    devices = [d for d in run.devices if d in peak or d in budget]
+    if not devices:
+        return "no device reported its memory"
+    fig = Figure(figsize=(7.5, max(2.5, 0.22 * len(devices) + 1.3)))
+    ax = fig.subplots()
+    ys = np.arange(len(devices))
+    colours = [STATUS_COLOURS["oom"] if ooms[d] else STATUS_COLOURS["ok"] for d in devices]
+    ax.barh(ys, [peak.get(d, 0.0) for d in devices], color=colours, height=0.6)
+    known = [(y, budget[d]) for y, d in zip(ys, devices, strict=True) if d in budget]
+    if known:
+        ax.scatter(
+            [b for _, b in known], [y for y, _ in known], marker="|", s=180, color="black", zorder=3
+        )
+    values = [v for v in [*peak.values(), *budget.values()] if v > 0]
+    if values and max(values) / min(values) > 50:
+        ax.set_xscale("log")  # MB-sized models against GB-sized budgets
+    ax.set_yticks(ys)
+    ax.set_yticklabels(
+        [f"{d} ({ooms[d]} oom)" if ooms[d] else d for d in devices],
+        fontsize=max(4, min(8, 300 // len(devices))),
+    )
+    ax.invert_yaxis()
+    ax.set_xlabel("training memory (MB)")
+    ax.set_title(title(run, "peak training memory vs budget per device"), fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+    handles = [
+        Patch(color=STATUS_COLOURS["ok"], label="highest peak"),
+        *(
+            [Patch(color=STATUS_COLOURS["oom"], label="highest peak (had oom)")]
+            if any(ooms.values())
+            else []
+        ),
+        Line2D(
+            [], [], color="black", marker="|", linestyle="", markersize=12, label="budget (lowest)"
+        ),
+    ]
+    legend_outside(ax, handles)
+    return fig

@@ -1,0 +1,171 @@
+"""A run's learning curves and its selection fairness.
+
+Each function draws one figure of one run and returns it, or returns the
+reason it has nothing to draw (a run with no evaluation has no curve; a
+fleet of host devices measured no energy). fedbench.analyze.analyze_run
+saves them; FIGURES lists them in the order a reader looks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from fedbench.analyze.runs import Run, participation_fairness
+from fedbench.analyze.style import (
+    STATUS_COLOURS,
+    energy_unit,
+    integer_axis,
+    legend_outside,
+    time_unit,
+)
+from fedbench.report.records import STATUSES
+
+NO_ENERGY = "no report has an energy figure (host devices and stock clients measure none)"
+
+
+def step_name(run: Run) -> str:
+    """What one step of the x axis is: a day (daily scenario) or a round."""
+    return "day" if run.by_day else "round"
+
+
+def start_label(run: Run) -> str:
+    """What the evaluation before any device trained measured."""
+    model = "pretrained" if run.pretrained else "initial model"
+    return f"{step_name(run)} 0 ({model})"
+
+
+def title(run: Run, what: str) -> str:
+    return f"{run.experiment} ({run.strategy}, seed {run.seed}): {what}"
+
+
+def accuracy(run: Run) -> Figure | str:
+    """Test accuracy after each day (daily) or evaluated round."""
+    if not run.evaluations:
+        return "no evaluation (the run stopped before evaluating the first model)"
+    fig = Figure(figsize=(7.5, 4))
+    ax = fig.subplots()
+    steps = [e.day if run.by_day else e.round for e in run.evaluations]
+    acc = [100 * e.accuracy for e in run.evaluations]
+    ax.plot(steps, acc, marker="o", color="#0072b2", label="test accuracy")
+    first = run.evaluations[0]
+    if first.round == 0:
+        ax.axhline(
+            acc[0],
+            color="grey",
+            linestyle="--",
+            linewidth=1,
+            label=f"{start_label(run)}: {acc[0]:.2f}%",
+        )
+    ax.set_xlabel(step_name(run))
+    ax.set_ylabel("test accuracy (%)")
+    integer_axis(ax)
+    ax.set_title(title(run, f"test accuracy per {step_name(run)}"), fontsize=10)
+    ax.grid(alpha=0.3)
+    legend_outside(ax)
+    return fig
+
+
+def time_axis(run: Run) -> tuple[list[float], str]:
+    """x values of the evaluations on the virtual time axis, and its label (without unit).
+
+    Plain rounds: the virtual clock. Daily: the virtual time spent in rounds
+    - the clock would be dominated by the idle hours between days, which are
+    the same whatever the strategy does.
+    """
+    if run.by_day:
+        return [e.time_s for e in run.evaluations], "virtual time in rounds, nights excluded"
+    clock = [e.clock_s if np.isfinite(e.clock_s) else e.time_s for e in run.evaluations]
+    return clock, "virtual clock"
+
+
+def accuracy_vs_time(run: Run) -> Figure | str:
+    """Time-to-accuracy (FedScale, Oort): accuracy against the virtual clock."""
+    if len(run.evaluations) < 2:
+        return "no evaluation after a round"
+    xs, label = time_axis(run)
+    scale, unit = time_unit(max(xs))
+    points = [(x / scale, e.accuracy) for x, e in zip(xs, run.evaluations, strict=True)]
+    return _curve(run, points, "#0072b2", f"{label} ({unit})", "accuracy vs virtual time")
+
+
+def accuracy_vs_energy(run: Run) -> Figure | str:
+    """Accuracy against the energy every device spent so far (failed rounds included)."""
+    known = [(e.energy_j, e.accuracy) for e in run.evaluations if np.isfinite(e.energy_j)]
+    if not run.energy_known or len(known) < 2:
+        return NO_ENERGY
+    scale, unit = energy_unit(max(p[0] for p in known))
+    unknown = sum(1 for row in run.rows if row.get("energy_j", "") == "")
+    note = f"; {unknown} reports without energy not counted" if unknown else ""
+    return _curve(
+        run,
+        [(joules / scale, accuracy) for joules, accuracy in known],
+        "#d55e00",
+        f"cumulative energy of all devices ({unit}{note})",
+        "accuracy vs energy spent",
+    )
+
+
+def _curve(
+    run: Run, points: list[tuple[float, float]], colour: str, xlabel: str, what: str
+) -> Figure:
+    """One run's accuracy after each evaluation against some running total."""
+    fig = Figure(figsize=(7.5, 4))
+    ax = fig.subplots()
+    ax.plot([p[0] for p in points], [100 * p[1] for p in points], marker="o", color=colour)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(f"test accuracy after each {step_name(run)} (%)")
+    ax.set_title(title(run, what), fontsize=10)
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def status_bars(
+    ax: Axes, devices: Sequence[str], by_status: Mapping[str, Sequence[float]], xlabel: str
+) -> None:
+    """One horizontal bar per device, stacked by how its rounds ended, fleet order top down."""
+    left = np.zeros(len(devices))
+    for status in STATUSES:
+        values = np.asarray(by_status.get(status, [0.0] * len(devices)), dtype=float)
+        if values.any():
+            ax.barh(
+                range(len(devices)), values, left=left, color=STATUS_COLOURS[status], label=status
+            )
+            left += values
+    ax.set_yticks(range(len(devices)))
+    ax.set_yticklabels(devices, fontsize=max(4, min(8, 300 // max(len(devices), 1))))
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+    legend_outside(ax)
+
+
+def fairness(run: Run) -> Figure | str:
+    """How often each device was picked, split by how its rounds ended; Jain's index."""
+    if not run.rows:
+        return "no device was picked"
+    counts = {s: [0] * len(run.devices) for s in STATUSES}
+    index = {d: i for i, d in enumerate(run.devices)}
+    for row in run.rows:
+        status = row.get("status", "")
+        if status in counts and row.get("device") in index:
+            counts[status][index[row["device"]]] += 1
+    fig = Figure(figsize=(7.5, max(2.5, 0.18 * len(run.devices) + 1.3)))
+    ax = fig.subplots()
+    status_bars(ax, run.devices, counts, "rounds picked (by how the round ended)")
+    integer_axis(ax)
+    never = sum(1 for d in run.devices if run.selections.get(d, 0) == 0)
+    jain = participation_fairness(run)
+    ax.set_title(
+        title(
+            run,
+            f"selection fairness: Jain's index {jain:.2f}, {never} of "
+            f"{len(run.devices)} devices never picked",
+        ),
+        fontsize=10,
+    )
+    return fig

@@ -1,0 +1,408 @@
+"""One run folder, read back: what it was, and what it cost round by round until it got good.
+
+A run folder is what fedbench writes (fedbench/report/writer.py,
+docs/results.md): `rounds.csv` (one row per device per round),
+`summary.json` (evaluations, totals), `config.yaml` (the resolved
+experiment) and, from newer runs, `server_rounds.csv` (one row per server
+round). Everything here tolerates what an old, partial or failed run lacks:
+no server_rounds.csv, no start_s/end_s columns, no evaluation after the
+last round, no config, a round where every device failed. Which strategy,
+seed and scenario a run belongs to is read from its config, never from the
+folder's name, so sweeps from several commands (or copied by hand) mix.
+
+Time is the virtual time the fleet spent in rounds: per round the server's
+duration (server_rounds.csv `duration_s`; older runs: the slowest report's
+round trip, cut at `train.deadline_s`), summed. In plain many-round FL that
+is the virtual clock; in the daily scenario the clock also counts the idle
+hours between days, identical for every strategy, so the summed round time
+is what a strategy changes (the clock is kept as `clock_s`). Energy is
+every report's `energy_j` - timeouts, failures and out-of-memory rounds
+included, since the device spent it - summed up to and including the round
+after which the model was evaluated; a report without a figure adds
+nothing (and is counted as unknown), and a run where no report measured
+energy has unknown (NaN) energy, not 0 J.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from fedbench.errors import FedbenchError
+from fedbench.report.nested import flatten
+from fedbench.report.records import STATUSES
+
+CONFIG_YAML = "config.yaml"
+ROUNDS_CSV = "rounds.csv"
+SUMMARY_JSON = "summary.json"
+SERVER_ROUNDS_CSV = "server_rounds.csv"
+# The columns of server_rounds.csv (written by the server loop; docs/results.md).
+SERVER_ROUND_COLUMNS: tuple[str, ...] = (
+    "round",
+    "day",
+    "start_s",
+    "duration_s",
+    "end_s",
+    "picked",
+    "replied",
+    "aggregated",
+    "close",
+    "model_version",
+    "host_round_s",
+)
+# Heat-map cell values: 0 = not picked, then 1 + the status' index in STATUSES.
+NOT_PICKED = 0
+# Config keys that differ between the runs of one comparison (or change nothing
+# measured); everything else is the experiment's setup, which runs must share.
+NOT_SETUP = frozenset(
+    {"seed", "strategy", "name", "output_dir", "resume", "verbose", "runtime", "report"}
+)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The global model's test accuracy after `round` (round 0: before any training)."""
+
+    day: int
+    round: int
+    accuracy: float
+    time_s: float  # summed virtual round time up to and including `round`
+    energy_j: float  # summed report energy up to and including `round` (NaN: none measured)
+    clock_s: float  # the run's virtual clock (daily: includes the nights)
+    loss: float = math.nan
+
+
+@dataclass(frozen=True)
+class Run:
+    path: Path
+    experiment: str  # the experiment's name (e.g. study_daily): runs compare within one
+    setup: str  # hash of the config apart from strategy and seed (NOT_SETUP)
+    scenario: str  # the scenario class' module, e.g. "daily" or "rounds"
+    strategy: str  # the strategy's module in strategies/, e.g. "heteroaware"
+    strategy_config: dict[str, Any]  # its resolved parameters, seed removed
+    seed: int
+    devices: tuple[str, ...]  # every device of the fleet, in fleet order
+    status: str  # the summary's: completed | failed | running
+    evaluations: tuple[Evaluation, ...]
+    selections: dict[str, int]  # device -> rounds it was picked in (any status)
+    status_counts: dict[str, int]
+    total_energy_j: float
+    total_time_s: float
+    heat: np.ndarray  # devices x rounds: NOT_PICKED or 1 + status index
+    host_wall_s: float
+    config: dict[str, Any] = field(default_factory=dict, repr=False)
+    summary: dict[str, Any] = field(default_factory=dict, repr=False)
+    rows: tuple[dict[str, str], ...] = field(default=(), repr=False)  # rounds.csv
+    server_rows: tuple[dict[str, str], ...] | None = field(default=None, repr=False)
+    durations: np.ndarray = field(default_factory=lambda: np.zeros(1), repr=False)
+    round_energy: np.ndarray = field(default_factory=lambda: np.zeros(1), repr=False)
+
+    @property
+    def final_accuracy(self) -> float:
+        return self.evaluations[-1].accuracy if self.evaluations else math.nan
+
+    @property
+    def rounds(self) -> int:
+        """The last round with any record (0: none ran)."""
+        return len(self.durations) - 1
+
+    @property
+    def by_day(self) -> bool:
+        """Daily scenario: results are labelled by day, not round."""
+        return self.scenario == "daily"
+
+    @property
+    def pretrained(self) -> bool:
+        """Did the server pretrain (day 0 is a pretrained model, not an initial one)?"""
+        scenario = self.config.get("scenario") or {}
+        pretrain = scenario.get("pretrain") or {}
+        return self.by_day if not pretrain else int(pretrain.get("epochs", 0) or 0) > 0
+
+    @property
+    def energy_known(self) -> bool:
+        return any(not math.isnan(_number(row.get("energy_j"))) for row in self.rows)
+
+
+@dataclass(frozen=True)
+class Reached:
+    """When a run first reached a target accuracy (None: it never did)."""
+
+    target: float
+    evaluation: Evaluation | None
+
+    @property
+    def reached(self) -> bool:
+        return self.evaluation is not None
+
+    @property
+    def time_s(self) -> float:
+        return self.evaluation.time_s if self.evaluation else math.nan
+
+    @property
+    def energy_j(self) -> float:
+        return self.evaluation.energy_j if self.evaluation else math.nan
+
+
+def is_run_dir(folder: Path) -> bool:
+    return (folder / ROUNDS_CSV).is_file() and (folder / SUMMARY_JSON).is_file()
+
+
+def find_run_dirs(roots: list[Path]) -> list[Path]:
+    """Every folder under `roots` (or a root itself) holding rounds.csv and summary.json."""
+    found: set[Path] = set()
+    for root in roots:
+        for summary in [root / SUMMARY_JSON, *root.rglob(SUMMARY_JSON)]:
+            if is_run_dir(summary.parent):
+                found.add(summary.parent.resolve())
+    return sorted(found)
+
+
+def module_of(target: str) -> str:
+    """'strategies.heteroaware.HeteroAware' -> 'heteroaware'."""
+    parts = target.split(".")
+    return parts[-2] if len(parts) >= 2 else target
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    if not path.is_file():
+        return []
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _number(cell: object) -> float:
+    if cell in ("", None):
+        return math.nan
+    try:
+        return float(cell)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def number(cell: object) -> float:
+    """A CSV cell as a float; empty (unknown) is NaN."""
+    return _number(cell)
+
+
+def fleet_devices(config: dict[str, Any], rows: list[dict[str, str]]) -> tuple[str, ...]:
+    """The fleet in order (from the config), plus any device only the records name."""
+    names: list[str] = []
+    fleet = config.get("fleet")
+    if isinstance(fleet, dict):
+        from fedbench.fleet import expand_fleet
+
+        try:
+            names = [d.name for d in expand_fleet(fleet)]
+        except FedbenchError:
+            names = []  # a config this fedbench cannot expand: the records still name devices
+    seen = set(names)
+    for row in rows:
+        if row.get("device") and row["device"] not in seen:
+            seen.add(row["device"])
+            names.append(row["device"])
+    return tuple(names)
+
+
+def load_run(path: Path) -> Run:
+    if not path.is_dir():
+        raise FedbenchError(f"{path}: no such run folder")
+    config = _read_yaml(path / CONFIG_YAML)
+    summary = _read_json(path / SUMMARY_JSON)
+    rows = read_csv(path / ROUNDS_CSV)
+    server_path = path / SERVER_ROUNDS_CSV
+    server_rows = read_csv(server_path) if server_path.is_file() else None
+    devices = fleet_devices(config, rows)
+    days = [d for d in summary.get("days", []) if isinstance(d, dict)]
+    last = max(
+        [int(d.get("round", 0)) for d in days]
+        + [int(row["round"]) for row in rows]
+        + [int(row["round"]) for row in server_rows or []]
+        + [0]
+    )
+    deadline = (config.get("train") or {}).get("deadline_s")
+    durations = round_durations(rows, server_rows, last, None if deadline is None else deadline)
+    energies = round_energy(rows, last)
+    time_s = np.cumsum(durations)
+    energy_j = np.cumsum(np.nan_to_num(energies))
+    known = ~np.isnan(energies)
+    known[0] = False  # round 0's 0 J is no measurement
+    energy_seen = np.cumsum(known) > 0  # NaN until some report measured energy
+    evaluations = []
+    for day in days:
+        r = int(day.get("round", 0))
+        evaluations.append(
+            Evaluation(
+                day=int(day.get("day", r)),
+                round=r,
+                accuracy=_number(day.get("accuracy")),
+                time_s=float(time_s[r]),
+                energy_j=float(energy_j[r]) if energy_seen[r] or r == 0 else math.nan,
+                clock_s=_number(day.get("virtual_time_s")),
+                loss=_number(day.get("loss")),
+            )
+        )
+    strategy = dict(config.get("strategy") or {})
+    strategy.pop("seed", None)
+    scenario = config.get("scenario") or {}
+    totals = summary.get("totals") or {}
+    return Run(
+        path=path,
+        experiment=str(config.get("name") or summary.get("name") or "default"),
+        setup=setup_hash(config),
+        scenario=module_of(str(scenario.get("_target_", ""))) or "unknown",
+        strategy=module_of(str(strategy.get("_target_", "unknown"))),
+        strategy_config=strategy,
+        seed=int(config.get("seed", 0) or 0),
+        devices=devices,
+        status=str(summary.get("status", "unknown")),
+        evaluations=tuple(evaluations),
+        selections=dict(Counter(row["device"] for row in rows)),
+        status_counts={s: sum(row.get("status") == s for row in rows) for s in STATUSES},
+        total_energy_j=float(energy_j[-1]) if energy_seen[-1] else math.nan,
+        total_time_s=float(time_s[-1]),
+        heat=_heat(rows, devices, last),
+        host_wall_s=_number(totals.get("host_wall_s")),
+        config=config,
+        summary=summary,
+        rows=tuple(rows),
+        server_rows=None if server_rows is None else tuple(server_rows),
+        durations=durations,
+        round_energy=energies,
+    )
+
+
+def setup_hash(config: dict[str, Any]) -> str:
+    setup = {k: v for k, v in config.items() if k not in NOT_SETUP}
+    return hashlib.sha256(json.dumps(setup, sort_keys=True, default=str).encode()).hexdigest()[:6]
+
+
+def setup_difference(configs: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """Per config, the setup keys (dotted) whose values differ between the configs."""
+    flat = [flatten({k: v for k, v in c.items() if k not in NOT_SETUP}) for c in configs]
+    keys = sorted({k for f in flat for k in f})
+    differing = [k for k in keys if len({repr(f.get(k)) for f in flat}) > 1]
+    return [{k: str(f.get(k)) for k in differing} for f in flat]
+
+
+def load_runs(dirs: list[Path]) -> list[Run]:
+    """Load run folders; an experiment name used by several setups is split by setup.
+
+    Runs of `study_daily` before and after an edit of its config (or a sweep
+    over `scenario.days=3,5`) must not be averaged together: each setup
+    becomes its own experiment, named by what sets it apart
+    (`default-scenario.days=3`), or by the setup's hash if that is long.
+    """
+    runs = [load_run(d) for d in dirs]
+    setups: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for run in runs:
+        setups[run.experiment][run.setup] = run.config
+    names: dict[tuple[str, str], str] = {}
+    for experiment, by_setup in setups.items():
+        if len(by_setup) == 1:
+            continue
+        diffs = setup_difference(list(by_setup.values()))
+        for setup, diff in zip(by_setup, diffs, strict=True):
+            label = ",".join(f"{k}={v}" for k, v in diff.items())
+            names[(experiment, setup)] = f"{experiment}-{label if 0 < len(label) <= 48 else setup}"
+    return [
+        replace(run, experiment=names[(run.experiment, run.setup)])
+        if (run.experiment, run.setup) in names
+        else run
+        for run in runs
+    ]
+
+
+def round_durations(
+    rows: list[dict[str, str]],
+    server_rows: list[dict[str, str]] | None,
+    last: int,
+    deadline_s: float | None,
+) -> np.ndarray:
+    """Virtual duration of rounds 0..last; round 0 (before training) is zero.
+
+    The server's own figure where it wrote one (server_rounds.csv); older
+    runs: the server's rule then, the slowest report's round trip cut at the
+    deadline (fedbench's synchronous rounds).
+    """
+    if server_rows is not None:
+        duration = np.zeros(last + 1)
+        for row in server_rows:
+            value = _number(row.get("duration_s"))
+            if not math.isnan(value):
+                duration[int(row["round"])] = value
+        return duration
+    longest = np.zeros(last + 1)
+    for row in rows:
+        trip = _number(row.get("round_trip_s"))
+        if not math.isnan(trip):
+            r = int(row["round"])
+            longest[r] = max(longest[r], trip)
+    return longest if deadline_s is None else np.minimum(longest, float(deadline_s))
+
+
+def round_energy(rows: list[dict[str, str]], last: int) -> np.ndarray:
+    """Energy of rounds 0..last over the reports that measured it; NaN where none did."""
+    energy = np.full(last + 1, math.nan)
+    energy[0] = 0.0
+    for row in rows:
+        joules = _number(row.get("energy_j"))
+        if not math.isnan(joules):  # a dropped device reported nothing: no figure, not 0 J
+            r = int(row["round"])
+            energy[r] = joules if math.isnan(energy[r]) else energy[r] + joules
+    return energy
+
+
+def _heat(rows: list[dict[str, str]], devices: tuple[str, ...], rounds: int) -> np.ndarray:
+    index = {d: i for i, d in enumerate(devices)}
+    heat = np.full((len(devices), rounds), NOT_PICKED, dtype=np.int64)
+    for row in rows:
+        status = row.get("status", "")
+        if row.get("device") in index and status in STATUSES and int(row["round"]) >= 1:
+            heat[index[row["device"]], int(row["round"]) - 1] = 1 + STATUSES.index(status)
+    return heat
+
+
+def time_to_target(run: Run, target: float) -> Reached:
+    """The first evaluation at or above `target` (day 0 counts: a model may start there)."""
+    for evaluation in run.evaluations:
+        if evaluation.accuracy >= target:
+            return Reached(target, evaluation)
+    return Reached(target, None)
+
+
+def jain_index(counts: list[int] | np.ndarray) -> float:
+    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 = all equal, 1/n = one takes all."""
+    x = np.asarray(counts, dtype=np.float64)
+    if len(x) == 0 or not np.any(x):
+        return math.nan
+    return float(x.sum() ** 2 / (len(x) * np.square(x).sum()))
+
+
+def participation_fairness(run: Run) -> float:
+    """Jain's index over how often each device of the fleet was picked (never = 0)."""
+    return jain_index([run.selections.get(d, 0) for d in run.devices])

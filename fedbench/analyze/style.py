@@ -1,0 +1,152 @@
+"""One look for every figure: colours that mean the same thing everywhere, units, files.
+
+A strategy keeps its colour in every figure and every analysis (a fixed
+colour per strategy in strategies/, variants of one strategy differ by line
+style); a status keeps its colour (ok is green, timeout orange, ...).
+Axes carry units, round and day axes integer ticks, and legends sit
+outside the data. Every figure is written as PNG (for a look) and PDF (for
+a paper).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: analyses run on headless servers and in CI
+import matplotlib.pyplot as plt  # noqa: E402 - after the backend choice
+from matplotlib.artist import Artist  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+FORMATS: tuple[str, ...] = ("png", "pdf")
+DPI = 150
+
+NOT_PICKED = "not picked"
+STATUS_COLOURS: dict[str, str] = {
+    NOT_PICKED: "#f0f0f0",
+    "ok": "#2a9d8f",
+    "oom": "#7b2cbf",
+    "dropped": "#8d99ae",
+    "timeout": "#f4a261",
+    "failed": "#d62828",
+}
+# The strategies in strategies/, each its own colour (colour-blind safe Okabe-Ito + greys).
+STRATEGY_COLOURS: dict[str, str] = {
+    "random": "#555555",
+    "oort": "#0072b2",
+    "tifl": "#e69f00",
+    "fedcs": "#009e73",
+    "power_of_choice": "#cc79a7",
+    "eafl": "#56b4e9",
+    "heteroaware": "#d55e00",
+}
+# For anything else (a new strategy, a sweep over another parameter): in order.
+EXTRA_COLOURS: tuple[str, ...] = (
+    "#f0e442",
+    "#882255",
+    "#44aa99",
+    "#999933",
+    "#aa4499",
+    "#332288",
+    "#88ccee",
+    "#117733",
+)
+LINE_STYLES: tuple[str, ...] = ("-", "--", ":", "-.")
+MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P")
+
+
+def base_strategy(label: str) -> str:
+    """'heteroaware(deadline_s=1.3)' -> 'heteroaware'."""
+    return label.split("(", 1)[0]
+
+
+def strategy_styles(labels: Iterable[str]) -> dict[str, dict[str, str]]:
+    """Colour, line style and marker per label, the same for a label in every figure."""
+    ordered = sorted(set(labels))
+    extra: dict[str, str] = {}
+    variant: dict[str, int] = {}
+    out: dict[str, dict[str, str]] = {}
+    for label in ordered:
+        base = base_strategy(label)
+        if base not in STRATEGY_COLOURS and base not in extra:
+            extra[base] = EXTRA_COLOURS[len(extra) % len(EXTRA_COLOURS)]
+        n = variant.get(base, 0)
+        variant[base] = n + 1
+        out[label] = {
+            "color": STRATEGY_COLOURS.get(base) or extra[base],
+            "linestyle": LINE_STYLES[n % len(LINE_STYLES)],
+            "marker": MARKERS[n % len(MARKERS)],
+        }
+    return out
+
+
+def profile_colours(profiles: Sequence[str]) -> dict[str, str]:
+    """A colour per device profile (tab10/tab20 in order of first appearance)."""
+    unique = list(dict.fromkeys(profiles))
+    if len(unique) <= 10:
+        colours = [plt.get_cmap("tab10")(i) for i in range(10)]
+    else:  # tab20's dark shades first, then the light ones: neighbours stay distinct
+        tab20 = plt.get_cmap("tab20")
+        colours = [tab20(i) for i in [*range(0, 20, 2), *range(1, 20, 2)]]
+    return {p: matplotlib.colors.to_hex(colours[i % len(colours)]) for i, p in enumerate(unique)}
+
+
+def time_unit(max_seconds: float) -> tuple[float, str]:
+    """(divisor, unit) for a time axis: s, min, h or days, whichever reads best."""
+    if not math.isfinite(max_seconds) or max_seconds < 300:
+        return 1.0, "s"
+    if max_seconds < 3 * 3600:
+        return 60.0, "min"
+    if max_seconds < 3 * 86400:
+        return 3600.0, "h"
+    return 86400.0, "days"
+
+
+def energy_unit(max_joules: float) -> tuple[float, str]:
+    if not math.isfinite(max_joules) or max_joules < 10_000:
+        return 1.0, "J"
+    if max_joules < 10_000_000:
+        return 1000.0, "kJ"
+    return 1e6, "MJ"
+
+
+def integer_axis(ax: Axes, axis: str = "x") -> None:
+    """Rounds and days are whole numbers: no 2.5 on their axis."""
+    locator = MaxNLocator(integer=True)
+    (ax.xaxis if axis == "x" else ax.yaxis).set_major_locator(locator)
+
+
+def legend_outside(
+    ax: Axes, handles: Sequence[Artist] | None = None, top: bool = False, gap: float = 0.01
+) -> None:
+    """The legend right of the axes, where it hides no data (`top`: aligned with the top;
+    `gap`: more room for labels on the right axis)."""
+    shown = list(handles) if handles is not None else ax.get_legend_handles_labels()[0]
+    if shown:
+        ax.legend(
+            handles=shown,
+            loc="upper left" if top else "center left",
+            bbox_to_anchor=(1.0 + gap, 1.0 if top else 0.5),
+            fontsize=8,
+            frameon=False,
+        )
+
+
+def save(fig: Figure, stem: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
+    """Write `stem`.png/.pdf (tight: legends outside the axes are kept) and close the figure."""
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    # The tight box once for every format (bbox_inches="tight" lays the figure out per file).
+    box = fig.get_tightbbox(FigureCanvasAgg(fig).get_renderer()).padded(0.08)
+    paths = []
+    for fmt in formats:
+        path = stem.with_suffix(f".{fmt}")
+        fig.savefig(path, dpi=DPI, bbox_inches=box)
+        paths.append(path)
+    plt.close(fig)
+    return paths

@@ -1,0 +1,1 @@
+"""Command-line plumbing shared by fedbench's entry points."""

@@ -1,0 +1,105 @@
+"""Where a result came from: code version, software, host, command line, time.
+
+`provenance()` is written into summary.json's `provenance` (RunWriter), so a
+run folder copied to a paper's artefact still says which fedbench commit and
+which torch/Flower/Ray made it, on what CPU, from which command.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shlex
+import socket
+import subprocess
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+
+# Set by `python -m fedbench` (fedbench/__main__.py) so that processes it starts for the
+# run (the deployment's ServerApp) record the user's command, not their own.
+COMMAND_ENV = "FEDBENCH_COMMAND"
+NOT_GIT = "not a git checkout"
+PACKAGES = ("torch", "flwr", "ray", "numpy", "hydra-core")
+
+
+def now() -> str:
+    """The current time, ISO 8601 in UTC to the second."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def version_of(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def git_commit(where: Path | None = None) -> tuple[str, bool | None]:
+    """(commit, has uncommitted changes) of the checkout fedbench runs from.
+
+    The checkout is the one holding the fedbench package - not the current
+    directory, which may be any folder - and an installed copy has none.
+    """
+    folder = where or Path(__file__).resolve().parents[2]
+    try:
+        # An installed copy inside some repository (a venv in a checkout) is not that
+        # repository's code: the package must sit at the checkout's top level.
+        if Path(_git(folder, "rev-parse", "--show-toplevel")).resolve() != folder.resolve():
+            return NOT_GIT, None
+        commit = _git(folder, "rev-parse", "HEAD")
+        dirty = bool(_git(folder, "status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError):
+        return NOT_GIT, None
+    return commit, dirty
+
+
+def _git(folder: Path, *args: str) -> str:
+    out = subprocess.run(
+        ["git", "-C", str(folder), *args], capture_output=True, text=True, timeout=10, check=True
+    )
+    return out.stdout.strip()
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name (/proc/cpuinfo on Linux, else what platform says)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Hardware", "Processor") and value.strip():
+                return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def command_line(argv: Sequence[str] | None = None) -> str:
+    if argv is not None:
+        return shlex.join(argv)
+    return os.environ.get(COMMAND_ENV) or shlex.join(getattr(sys, "orig_argv", sys.argv))
+
+
+def provenance(argv: Sequence[str] | None = None) -> dict[str, object]:
+    """What made this run (see docs/results.md for each key); `argv`: the command line."""
+    import psutil
+
+    commit, dirty = git_commit()
+    return {
+        "fedbench_version": version_of("fedbench"),
+        "git_commit": commit,
+        "git_dirty": dirty,
+        "python": platform.python_version(),
+        **{name.replace("-", "_"): version_of(name) for name in PACKAGES},
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu_model": cpu_model(),
+        "cpu_cores": os.cpu_count(),
+        "cpu_physical_cores": psutil.cpu_count(logical=False),
+        "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        "command": command_line(argv),
+        "cwd": os.getcwd(),
+        "start_time": now(),
+        "end_time": None,
+    }

@@ -1,0 +1,160 @@
+"""fedbench.analyze on one run folder: rounds_summary.csv and the figures, for today's
+schema, older folders, failed runs and rounds in which every device failed."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+import pytest
+
+from fedbench.analyze import RUN_FIGURES, analyze_run, load_run
+from fedbench.analyze.figures_run import start_label, step_name
+from fedbench.analyze.rounds import ROUNDS_SUMMARY_COLUMNS, rounds_summary
+from fedbench.analyze.runs import participation_fairness
+from fedbench.report.records import RoundReport
+from fedbench.report.writer import DayResult, RunWriter
+from tests.analyze.folders import DEVICES, Device, emulated_rounds, make_folder
+
+ACCURACY = {0: 0.1, 1: 0.4, 2: 0.5, 3: 0.7}
+
+
+def summary_rows(folder: Path) -> list[dict[str, str]]:
+    with (folder / "rounds_summary.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def figures(folder: Path) -> set[str]:
+    return {p.name for p in (folder / "figures").iterdir()}
+
+
+def analyse(folder: Path) -> list[Path]:
+    """PNG only: the PDFs are the same figures (tested once, below)."""
+    return analyze_run(folder, formats=("png",))
+
+
+def test_new_schema_uses_the_servers_clock(tmp_path: Path) -> None:
+    run = make_folder(tmp_path / "a", emulated_rounds(), ACCURACY, deadline_s=6.0)
+    written = analyze_run(run)  # PNG and PDF
+    rows = summary_rows(run)
+    assert list(rows[0]) == list(ROUNDS_SUMMARY_COLUMNS)
+    assert [r["round"] for r in rows] == ["1", "2", "3"]
+    # Round 2: the Pi's 9 s reply was cut at the 6 s deadline by the server.
+    assert [float(r["duration_s"]) for r in rows] == [5.2, 6.0, 3.0]
+    assert rows[1]["close"] == "deadline" and rows[0]["close"] == "all"
+    assert [float(r["end_s"]) for r in rows] == [5.2, 11.2, 14.2]
+    assert (rows[1]["ok"], rows[1]["timeout"], rows[2]["dropped"]) == ("1", "1", "1")
+    # Energy: the timeout's 30 J counts; the dropped device has no figure, not 0 J.
+    assert [float(r["energy_j"]) for r in rows] == [14.0, 36.0, 10.0]
+    assert rows[2]["energy_unknown"] == "1" and float(rows[2]["cumulative_energy_j"]) == 60.0
+    assert float(rows[2]["accuracy"]) == 0.7 and rows[0]["staleness_mean"] == "0.0"
+    assert figures(run) == {f"{n}.{ext}" for n in RUN_FIGURES for ext in ("png", "pdf")}
+    assert all(p.stat().st_size > 1000 for p in written if p.parent.name == "figures")
+
+
+def test_an_older_folder_without_the_servers_columns(tmp_path: Path) -> None:
+    run = make_folder(
+        tmp_path / "old", emulated_rounds(), ACCURACY, deadline_s=6.0, new_schema=False
+    )
+    analyse(run)
+    rows = summary_rows(run)
+    # The server's rule then: the slowest round trip, cut at the deadline.
+    assert [float(r["duration_s"]) for r in rows] == [5.0, 6.0, 3.0]
+    assert rows[0]["replied"] == "" and rows[0]["close"] == ""  # not recorded: empty, not 0
+    assert rows[0]["aggregated"] == "2"
+    assert "timeline.png" in figures(run)
+
+
+def test_a_run_that_failed_before_any_round(tmp_path: Path) -> None:
+    run = make_folder(tmp_path / "f", {}, {0: 0.1}, status="failed")
+    written = analyse(run)
+    assert summary_rows(run) == []
+    # No round: only the accuracy figure has data.
+    assert figures(run) == {"accuracy.png"}
+    assert written[0].name == "rounds_summary.csv"
+
+
+def test_a_run_folder_with_no_evaluation_at_all(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path, {"name": "x", "num_devices": 1})
+    writer.finish("failed", "RuntimeError: before day 0")
+    assert summary_rows(tmp_path) == [] and not (tmp_path / "figures").exists()
+
+
+def test_rounds_where_every_device_failed(tmp_path: Path) -> None:
+    rounds = {
+        1: [Device("rpi4-000", "failed", math.nan), Device("rpi4-001", "oom", math.nan)],
+        2: [Device("pixel2-000", "dropped", math.nan)],
+    }
+    run = make_folder(tmp_path / "x", rounds, {0: 0.1, 1: 0.1, 2: 0.1})
+    analyse(run)
+    rows = summary_rows(run)
+    assert [r["aggregated"] for r in rows] == ["0", "0"]
+    assert [r["energy_j"] for r in rows] == ["", ""] and rows[1]["cumulative_energy_j"] == ""
+    assert {"timeline.png", "fairness.png", "accuracy_vs_time.png"} <= figures(run)
+    assert "accuracy_vs_energy.png" not in figures(run)  # nothing measured energy
+
+
+def test_host_devices_without_sensors_get_no_energy_or_thermal_figures(tmp_path: Path) -> None:
+    rounds = {1: [Device("rpi4-000", "ok", 2.0), Device("rpi4-001", "ok", 3.0)]}
+    run = make_folder(tmp_path / "h", rounds, {0: 0.1, 1: 0.3}, kind="host")
+    analyse(run)
+    assert not {"thermal.png", "energy_per_device.png", "memory.png"} & figures(run)
+    loaded = load_run(run)
+    assert math.isnan(loaded.total_energy_j) and not loaded.energy_known
+
+
+def test_daily_runs_are_labelled_by_day_and_rounds_runs_by_round(tmp_path: Path) -> None:
+    daily = load_run(
+        make_folder(
+            tmp_path / "d", emulated_rounds(), ACCURACY, scenario="daily", pretrain_epochs=3
+        )
+    )
+    plain = load_run(make_folder(tmp_path / "r", emulated_rounds(), ACCURACY))
+    assert (step_name(daily), start_label(daily)) == ("day", "day 0 (pretrained)")
+    assert (step_name(plain), start_label(plain)) == ("round", "round 0 (initial model)")
+    # The daily clock counts the nights; time in rounds does not.
+    assert daily.evaluations[-1].clock_s > 2 * 86_400
+    assert daily.evaluations[-1].time_s == pytest.approx(5.2 + 9.0 + 3.0)  # no deadline
+
+
+def test_fairness_counts_every_device_of_the_fleet(tmp_path: Path) -> None:
+    run = load_run(make_folder(tmp_path / "a", emulated_rounds(), ACCURACY))
+    assert run.devices == DEVICES
+    # Picked 3, 1 and 2 times.
+    assert participation_fairness(run) == pytest.approx(36 / 42)
+
+
+def test_runwriter_finish_analyses_its_folder(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path, {"name": "w", "num_devices": 2})
+    writer.day(DayResult(0, 0, 0.2, 2.0, 0.0, 0.1))
+    writer.rounds(
+        [
+            RoundReport(
+                1,
+                1,
+                1,
+                "rpi4-000",
+                "rpi4",
+                "emulated",
+                "ok",
+                round_trip_s=2.0,
+                energy_j=3.0,
+                temp_c_start=40.0,
+                temp_c_end=44.0,
+            ),
+            RoundReport(1, 1, 2, "rpi4-001", "rpi4", "emulated", "timeout", round_trip_s=9.0),
+        ]
+    )
+    writer.day(DayResult(1, 1, 0.3, 1.5, 9.0, 1.0, 0.8))
+    writer.finish("completed")
+    assert {"accuracy.png", "timeline.pdf", "thermal.png"} <= figures(tmp_path)
+    (row,) = rounds_summary(load_run(tmp_path))
+    assert (row["picked"], row["ok"], row["timeout"], row["energy_j"]) == (2, 1, 1, 3.0)
+
+
+def test_finish_without_plots_writes_no_figures(tmp_path: Path) -> None:
+    writer = RunWriter(tmp_path, {"name": "w", "num_devices": 1})
+    writer.day(DayResult(0, 0, 0.2, 2.0, 0.0, 0.1))
+    writer.finish("completed", plots=False)
+    assert not (tmp_path / "figures").exists()
