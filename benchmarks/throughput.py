@@ -246,8 +246,10 @@ def main() -> None:
                 contender("flower", w, args.rounds),
             ]
         devices = int(w["devices"])  # type: ignore[call-overload]
-        print(f"\n{name}: {devices} x {w['model']}, {w['samples']} samples, batch {w['batch']}, "
-              f"{args.rounds} rounds")
+        print(
+            f"\n{name}: {devices} x {w['model']}, {w['samples']} samples, batch {w['batch']}, "
+            f"{args.rounds} rounds"
+        )
         for t in timings:
             rounds = ", ".join(f"{s:.2f}" for s in t.rounds_s)
             print(

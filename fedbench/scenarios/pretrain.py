@@ -92,9 +92,7 @@ def pretrained_state(
                 task.update(f"epoch {epoch}, training loss {loss:.3f}")
                 task.advance()
 
-            train_local(
-                model, ctx.splits.server, train, seed=experiment.seed, on_epoch=epoch_done
-            )
+            train_local(model, ctx.splits.server, train, seed=experiment.seed, on_epoch=epoch_done)
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")
