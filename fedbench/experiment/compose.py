@@ -31,6 +31,7 @@ REQUIRED_GROUPS: tuple[str, ...] = (
     "train",
     "runtime",
     "report",
+    "defense",
 )
 
 

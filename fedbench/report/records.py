@@ -25,7 +25,6 @@ Kind = Literal["emulated", "physical", "host", "unprofiled"]
 UNPROFILED = "unprofiled"
 
 
-
 @dataclass(frozen=True)
 class RoundReport:
     """What one device's participation in one round cost and produced.

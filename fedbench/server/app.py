@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,10 +29,14 @@ from fedbench.experiment.codec import EXPERIMENT_KEY, from_json, to_json
 from fedbench.experiment.schema import Experiment
 from fedbench.fleet import DeviceSpec, expand_fleet
 from fedbench.ledger import Ledger
-from fedbench.report.server_rounds import ServerRoundsWriter
-from fedbench.report.writer import DayResult, RunWriter
+from fedbench.report.integrity import RowsIntegrity, set_aside
+from fedbench.report.lock import RunLock
+from fedbench.report.server_rounds import SERVER_ROUNDS_CSV, ServerRoundsWriter
+from fedbench.report.writer import ROUNDS_CSV, SUMMARY_JSON, DayResult, RunWriter
 from fedbench.server import checkpoint
 from fedbench.server.apps import server_side
+from fedbench.server.defense import Defense
+from fedbench.server.endings import COMPLETED, UpdateWatch, ending_of
 from fedbench.server.evaluation import accuracy_of, loss_of
 from fedbench.server.fleet_strategy import FleetStrategy, check_minimums
 from fedbench.server.fleet_view import FleetView
@@ -51,6 +56,11 @@ OVERRIDES_KEY = "fedbench-overrides"
 
 def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, Any]:
     """Run (or, if run_dir holds a checkpoint, continue) one experiment."""
+    with RunLock(run_dir):
+        return _run_server(grid, experiment, run_dir)
+
+
+def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, Any]:
     wall_start = time.perf_counter()
     devices = expand_fleet(experiment.fleet)
     random.seed(experiment.seed)  # Flower strategies sample with `random`
@@ -58,8 +68,17 @@ def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, A
     scenario = build_scenario(experiment)
     selector = build_selector(experiment)
     selector.check_fleet(len(devices))
+    resumed = checkpoint.load(run_dir)
+    rows = RowsIntegrity(run_dir / ROUNDS_CSV)
+    if resumed is None:
+        # A run killed before its first checkpoint starts over; what it wrote is kept aside.
+        if set_aside(run_dir, (ROUNDS_CSV, SERVER_ROUNDS_CSV, SUMMARY_JSON)):
+            progress("no checkpoint: starting over (earlier rows moved to *.interrupted-*)")
+    elif "integrity" in resumed.writer:
+        rows.verify(resumed.writer["integrity"])
     writer = RunWriter(run_dir, {"name": experiment.name, "num_devices": len(devices)})
     server_rounds = ServerRoundsWriter(run_dir)
+    watch = UpdateWatch(writer.meta)
     try:
         side = server_side(experiment, devices)
         ledger = Ledger(devices)
@@ -74,13 +93,13 @@ def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, A
         check_minimums(algorithm, selector.clients_per_round)
         close = build_close(experiment)
         runtime = build_runtime(experiment)
+        defense = Defense.build(experiment.defense, devices, side.example_counts())
         progress(f"{len(devices)} devices; waiting for their nodes")
         seating = runtime.seating(grid, experiment, run_dir)
         kinds = _kinds(experiment, devices)
         fleet = FleetStrategy(algorithm, selector, ledger, seating, to_json(experiment), kinds)
         evaluator = side.evaluator(grid, fleet, runtime.round_timeout_s)
         unit = scenario.unit
-        resumed = checkpoint.load(run_dir)
         if resumed is None:
             arrays, how = side.initial_arrays()
             state = LoopState(0, 0.0, 0, arrays)
@@ -100,23 +119,24 @@ def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, A
             writer.load_state_dict(resumed.writer)
             server_rounds.load_state_dict(resumed.writer["server_rounds"])
             checkpoint.set_rng_state(resumed.rng)
+            watch.resume(run_dir, resumed.round)
             state = LoopState(
                 resumed.round, resumed.now_s, resumed.model_version, ArrayRecord(resumed.arrays)
             )
             progress(f"resuming after round {state.round} (virtual {clock(state.now_s)})")
+
+        def save(ckpt: checkpoint.Checkpoint) -> None:
+            # The checkpoint vouches for rounds.csv as far as it was written.
+            mark = rows.advance(int(ckpt.writer["csv_bytes"]))
+            checkpoint.save(run_dir, replace(ckpt, writer={**ckpt.writer, "integrity": mark}))
+
         hooks = [
             AvailabilityHook(FleetView(devices, experiment), ledger),
             LedgerHook(ledger),
+            watch,  # before the records: the summary names rounds without an update
             RecordHook(writer, server_rounds, close.name, wall_start),
             ProgressHook(experiment.report.progress_per_round, wall_start, unit),
-            CheckpointHook(
-                lambda ckpt: checkpoint.save(run_dir, ckpt),
-                selector,
-                algorithm,
-                ledger,
-                writer,
-                server_rounds,
-            ),
+            CheckpointHook(save, selector, algorithm, ledger, writer, server_rounds),
         ]
         loop = RoundLoop(
             grid,
@@ -127,15 +147,23 @@ def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, A
             side.train_config(),
             side.arrays_key,
             runtime.round_timeout_s,
+            defense,
         )
         loop.run(scenario.schedule(), state)
     except BaseException as exc:
+        ending = ending_of(exc)
         server_rounds.close()
-        writer.finish("failed", f"{type(exc).__name__}: {exc}", plots=experiment.report.plots)
+        writer.meta["failure"] = ending.failure
+        writer.finish(ending.status, ending.error, plots=experiment.report.plots)
         raise
     server_rounds.close()
-    summary = writer.finish("completed", plots=experiment.report.plots)
-    progress(f"done: {_result_line(summary, unit)} -> {run_dir}")
+    ending = watch.ending()
+    writer.meta["failure"] = ending.failure
+    summary = writer.finish(ending.status, ending.error, plots=experiment.report.plots)
+    if ending.status == COMPLETED:
+        progress(f"done: {_result_line(summary, unit)} -> {run_dir}")
+    else:
+        progress(f"run {ending.status} ({ending.failure}): {ending.error} -> {run_dir}")
     return summary
 
 

@@ -32,6 +32,7 @@ from flwr.serverapp import Grid
 from fedbench.report.records import RoundReport
 from fedbench.scenarios.base import RoundSpec
 from fedbench.server.close.base import Closing, RoundClose
+from fedbench.server.defense import Defense
 from fedbench.server.evaluation import Evaluator
 from fedbench.server.fleet_strategy import FleetStrategy, RoundStart
 from fedbench.server.replies import Reply, read_replies
@@ -91,6 +92,7 @@ class RoundLoop:
         train_config: ConfigRecord,
         arrays_key: str,
         timeout_s: float,
+        defense: Defense | None = None,
     ) -> None:
         self.grid = grid
         self.fleet = fleet
@@ -100,6 +102,7 @@ class RoundLoop:
         self.train_config = train_config
         self.arrays_key = arrays_key
         self.timeout_s = timeout_s
+        self.defense = defense or Defense()
 
     def run(self, schedule: Iterable[RoundSpec], state: LoopState) -> LoopState:
         """Every round of `schedule` after `state.round`."""
@@ -119,7 +122,14 @@ class RoundLoop:
         replies, received_at = self._collect(messages)
         sent = [dataclasses.replace(s, sent_at=self._pushed_at) for s in self.fleet.sent]
         read = read_replies(
-            spec.round, spec.day, sent, replies, state.arrays, self.arrays_key, received_at
+            spec.round,
+            spec.day,
+            sent,
+            replies,
+            state.arrays,
+            self.arrays_key,
+            received_at,
+            self.defense,
         )
         closing = self.close.close([r.report for r in read], self.fleet.selector.clients_per_round)
         read = [_late(r, closing) for r in read]
