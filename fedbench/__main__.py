@@ -4,12 +4,19 @@ Hydra composes conf/ (installed as the package fedbench.conf); the result
 becomes the typed, validated Experiment (fedbench.experiment) before
 anything starts. A user mistake raises FedbenchError, printed as one line
 with exit code 2; Hydra itself reports unknown groups and options with the
-valid choices.
+valid choices. Overrides Hydra's grammar cannot parse, and run folders
+that cannot be created, are refused here first, in one line.
+
+The run folder is locked for the run (fedbench.report.lock); a folder that
+already holds a run is continued only with `resume=`. A run that did not
+complete (summary.json `status` failed or interrupted) exits with code 1.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import hydra
@@ -20,13 +27,20 @@ from omegaconf import DictConfig
 from fedbench.errors import FedbenchError
 from fedbench.experiment.build import build_runtime
 from fedbench.experiment.compose import experiment_from, resolve
+from fedbench.experiment.schema import MAX_SEED, Experiment
 from fedbench.preflight import preflight, targets
+from fedbench.report.lock import RunLock
+from fedbench.report.writer import ROUNDS_CSV, SUMMARY_JSON
 from fedbench.resume import resumed_experiment
+from fedbench.server.checkpoint import CHECKPOINT
+
+EXIT_USER_ERROR, EXIT_RUN_FAILED = 2, 1
 
 
 def run(cfg: DictConfig) -> None:
     values = resolve(cfg)
     resume = values.pop("resume", None)
+    check_seed(values.get("seed"))
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
     values["output_dir"] = str(run_dir)
@@ -38,6 +52,14 @@ def run(cfg: DictConfig) -> None:
         others = [o for o in overrides if not o.startswith("resume=")]
         experiment = resumed_experiment(Path(resume), experiment if others else None)
         run_dir = Path(experiment.output_dir)
+    with RunLock(run_dir):
+        if not resume:
+            _check_fresh(run_dir)
+        _start(experiment, run_dir, bool(resume))
+    _check_ending(run_dir)
+
+
+def _start(experiment: Experiment, run_dir: Path, resume: bool) -> None:
     # A user's app brings its own model, data and training: those groups do not apply.
     unused = ("data", "model", "train") if experiment.app is not None else ()
     for path, target in targets(experiment.to_config()):
@@ -53,16 +75,88 @@ def run(cfg: DictConfig) -> None:
     build_runtime(experiment).run(experiment, run_dir)
 
 
+def check_seed(seed: object) -> None:
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
+        raise FedbenchError(f"seed={seed!r}: expected an integer in 0..{MAX_SEED:,}")
+
+
+def _check_fresh(run_dir: Path) -> None:
+    """A new run never writes into a folder that holds another's results."""
+    held = [n for n in (ROUNDS_CSV, CHECKPOINT) if (run_dir / n).exists()]
+    if held:
+        raise FedbenchError(
+            f"run folder {run_dir} already holds a run ({', '.join(held)}); continue it with "
+            f"resume={run_dir}, or give another hydra.run.dir"
+        )
+
+
+def _check_ending(run_dir: Path) -> None:
+    """Exit non-zero unless the run's summary says it completed."""
+    try:
+        summary = json.loads((run_dir / SUMMARY_JSON).read_text())
+    except (OSError, ValueError):
+        return  # a runtime that failed before the ServerApp started raised already
+    status = summary.get("status")
+    if status != "completed":
+        failure = summary.get("failure") or status
+        print(
+            f"fedbench: run {status} ({failure}): {summary.get('error', '')}; see {run_dir}",
+            file=sys.stderr,
+        )
+        sys.exit(EXIT_RUN_FAILED)
+
+
+def check_overrides(argv: Sequence[str]) -> None:
+    """Hydra's grammar errors and run folders that cannot be made, as one line each."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    parser = OverridesParser.create()
+    for arg in argv:
+        if arg.startswith("-"):
+            continue  # Hydra's own flags (--multirun, --cfg job, ...)
+        try:
+            parser.parse_overrides([arg])
+        except OverrideParseException as exc:
+            lines = [x for x in str(exc).splitlines() if x.strip()]
+            detail = next((x for x in lines if not x.startswith(("See ", "Error parsing"))), "")
+            raise FedbenchError(
+                f"cannot read the override {arg!r} ({detail}): quote a value with spaces, "
+                "brackets or commas as a whole, e.g. 'name=\"my run\"' or "
+                "'fleet.devices=[{profile: rpi4, count: 2}]', and give key=value"
+            ) from None
+        key, _, value = arg.partition("=")
+        if key.lstrip("+~") == "hydra.run.dir" and value and "${" not in value:
+            _check_run_dir(Path(value))
+
+
+def _check_run_dir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FedbenchError(
+            f"hydra.run.dir={path}: cannot create the run folder ({exc.strerror or exc}); "
+            "give a folder this user can write"
+        ) from None
+    if not path.is_dir():
+        raise FedbenchError(f"hydra.run.dir={path}: not a folder")
+
+
 @hydra.main(version_base=None, config_path="pkg://fedbench.conf", config_name="config")
 def _main(cfg: DictConfig) -> None:
     try:
         run(cfg)
     except FedbenchError as exc:
         print(f"fedbench: error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(EXIT_USER_ERROR)
 
 
 def main() -> None:
+    try:
+        check_overrides(sys.argv[1:])
+    except FedbenchError as exc:
+        print(f"fedbench: error: {exc}", file=sys.stderr)
+        sys.exit(EXIT_USER_ERROR)
     _main()
 
 

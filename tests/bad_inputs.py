@@ -317,12 +317,6 @@ CASES: tuple[Case, ...] = (
         ("no config.yaml",),
     ),
     Case(
-        "resume-no-ckpt",
-        "`resume=` a run that never completed a round",
-        lambda t: _resume(t, _write_folder(True, False)),
-        ("no checkpoint.pt",),
-    ),
-    Case(
         "resume-other-config",
         "`resume=` a folder run with another seed",
         lambda t: _resume(t, _write_folder(True, True)),
