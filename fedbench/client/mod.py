@@ -34,10 +34,19 @@ import torch
 from flwr.app import ArrayRecord, Context, Message, MessageType, RecordDict
 from flwr.clientapp.typing import ClientAppCallable
 
-from fedbench.client.seat import Seat, seat_of, seated
+from fedbench.client.seat import DEVICE_NAME_KEY, Seat, seat_of, seated
 from fedbench.devices.meter import Cost, WatchJob
 from fedbench.experiment.build import build_runtime
-from fedbench.protocol import LOSS_KEYS, METRICS, NUM_EXAMPLES, REPORT, STATE, TASK, state_record
+from fedbench.protocol import (
+    LOSS_KEYS,
+    METRICS,
+    NODE_NAME,
+    NUM_EXAMPLES,
+    REPORT,
+    STATE,
+    TASK,
+    state_record,
+)
 from fedbench.report.records import CSV_FIELDS, RoundReport, to_record
 
 PARTITION_ID = "partition-id"
@@ -80,7 +89,11 @@ class DeviceMod:
                 del reply.content[key]
         report = _report(seat, cost, reply)
         report = dataclasses.replace(report, host_wall_s=time.perf_counter() - start)
-        reply.content[REPORT] = to_record(report)
+        record = to_record(report)
+        announced = context.node_config.get(DEVICE_NAME_KEY)
+        if isinstance(announced, str) and announced:  # a physical device's claim, checked
+            record[NODE_NAME] = announced
+        reply.content[REPORT] = record
         if cost.state_after is not None:
             reply.content[STATE] = state_record(cost.state_after)
         return reply

@@ -51,6 +51,10 @@ class Runtime(ABC):
     def run(self, experiment: Experiment, run_dir: Path) -> None:
         """Run the experiment to its end, leaving its results in `run_dir`."""
 
+    def announced_names(self, run_dir: Path) -> dict[str, str]:
+        """Physical device -> the name its registered key was issued for (none here)."""
+        return {}
+
     @abstractmethod
     def seating(self, grid: Grid, experiment: Experiment, run_dir: Path) -> Seating:
         """Which node carries each device's messages (called by the ServerApp)."""

@@ -9,6 +9,14 @@ this process a child subreaper (Linux: orphans of our descendants come back
 to us, not to init), remembers every descendant it has seen (PID plus
 creation time, so a recycled PID is never touched), and `stop()` terminates
 the lot - leaves first - then kills what is left and reaps the zombies.
+
+That covers every ending fedbench sees. For the one it cannot see - SIGKILL
+of fedbench itself - every process is started through the launcher with
+`--die-with-parent` (the kernel kills it with its parent: PR_SET_PDEATHSIG),
+Flower's helpers exit when their parent does (`--parent-pid`), and every
+process seen is appended to `logs/processes.csv` as it is discovered (PID,
+creation time, role), so the next run in the folder sweeps whatever
+survived (`sweep`).
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import ctypes
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -28,6 +37,8 @@ from typing import IO
 import psutil
 
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+LAUNCHER = ("-m", "fedbench.runtime.launch")
+RECORD_HEADER = "pid,create_time,role\n"
 
 
 def become_subreaper() -> bool:
@@ -58,6 +69,8 @@ class ProcessSet:
     """Launches processes and guarantees none of them, nor their children, outlives `stop()`."""
 
     poll_s: float = 0.5
+    record: Path | None = None  # logs/processes.csv: every process seen, as it is seen
+    die_with_parent: bool = True  # children get SIGKILL when this process ends
     started: list[Started] = field(default_factory=list)
     seen: dict[int, float] = field(default_factory=dict)  # pid -> create_time
     roles: dict[int, str] = field(default_factory=dict)
@@ -67,6 +80,19 @@ class ProcessSet:
 
     def __post_init__(self) -> None:
         become_subreaper()
+        if self.record is not None:
+            self.record.parent.mkdir(parents=True, exist_ok=True)
+            self.record.write_text(RECORD_HEADER)
+
+    def _wrapped(self, argv: Sequence[str]) -> list[str]:
+        """`argv` through the launcher, told to die with this process."""
+        argv = list(argv)
+        if not self.die_with_parent:
+            return argv
+        flag = ["--die-with-parent", str(os.getpid())]
+        if tuple(argv[1:3]) == LAUNCHER:
+            return [*argv[:3], *flag, *argv[3:]]
+        return [sys.executable, *LAUNCHER, *flag, "--", *argv]
 
     def start(
         self,
@@ -88,7 +114,7 @@ class ProcessSet:
             # Own session: a Ctrl-C on the terminal reaches fedbench only,
             # which then stops everything in order.
             popen = subprocess.Popen(
-                list(argv),
+                self._wrapped(argv),
                 env=dict(env),
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -109,11 +135,17 @@ class ProcessSet:
         return proc
 
     def _remember(self, pid: int, role: str) -> None:
+        if pid in self.seen:
+            return
         try:
-            self.seen.setdefault(pid, psutil.Process(pid).create_time())
-            self.roles.setdefault(pid, role)
+            created = psutil.Process(pid).create_time()
         except psutil.Error:
-            pass
+            return
+        self.seen[pid] = created
+        self.roles[pid] = role
+        if self.record is not None:
+            with self.record.open("a") as f:
+                f.write(f"{pid},{created!r},{role.replace(',', ';')}\n")
 
     def snapshot(self) -> None:
         """Record every live descendant of the processes started so far."""
@@ -216,6 +248,32 @@ def _depth(p: psutil.Process) -> int:
     except psutil.Error:
         pass
     return depth
+
+
+def sweep(record: Path) -> list[str]:
+    """Kill what a previous run recorded in `record` and left running; what was killed.
+
+    A PID counts only if its creation time is the one recorded: a recycled
+    PID belongs to someone else and is never touched.
+    """
+    killed = []
+    try:
+        lines = record.read_text().splitlines()[1:]
+    except OSError:
+        return []
+    for line in lines:
+        try:
+            pid_text, created_text, role = line.split(",", 2)
+            p = psutil.Process(int(pid_text))
+            if abs(p.create_time() - float(created_text)) > 0.01 or p.pid == os.getpid():
+                continue
+            if p.status() == psutil.STATUS_ZOMBIE:
+                continue
+            p.kill()
+            killed.append(f"{role} (pid {p.pid})")
+        except (ValueError, psutil.Error):
+            continue
+    return killed
 
 
 def wait_alive(procs: Sequence[Started], seconds: float) -> Started | None:

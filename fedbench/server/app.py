@@ -93,7 +93,9 @@ def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, 
         check_minimums(algorithm, selector.clients_per_round)
         close = build_close(experiment)
         runtime = build_runtime(experiment)
-        defense = Defense.build(experiment.defense, devices, side.example_counts())
+        defense = Defense.build(
+            experiment.defense, devices, side.example_counts(), runtime.announced_names(run_dir)
+        )
         progress(f"{len(devices)} devices; waiting for their nodes")
         seating = runtime.seating(grid, experiment, run_dir)
         kinds = _kinds(experiment, devices)

@@ -129,6 +129,8 @@ class Defense:
     config: DefenseConfig = field(default_factory=DefenseConfig)
     bounds: Mapping[str, CostBounds] = field(default_factory=dict)  # profile -> bounds
     examples: Mapping[str, int] = field(default_factory=dict)  # device -> most it holds
+    # Physical device -> the name its registered key was issued for (what it must announce).
+    names: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -136,15 +138,26 @@ class Defense:
         config: DefenseConfig,
         devices: Sequence[DeviceSpec],
         examples: Mapping[str, int] | None = None,
+        names: Mapping[str, str] | None = None,
     ) -> Defense:
         bounds = {p: bounds_for(p, config) for p in {d.profile for d in devices}}
-        return cls(config, bounds, dict(examples or {}))
+        return cls(config, bounds, dict(examples or {}), dict(names or {}))
 
     def bounds_of(self, profile: str) -> CostBounds:
         found = self.bounds.get(profile)
         if found is None:
             found = CostBounds(self.config.max_round_trip_s, self.config.max_power_w)
         return found
+
+    def wrong_name(self, device: str, announced: object) -> str:
+        """Why a node's announced name does not fit the seat its key holds ("" if it does)."""
+        expected = self.names.get(device)
+        if expected is None or announced is None or announced == expected:
+            return ""
+        return (
+            f"node announces itself as {announced!r}, but holds the key registered for "
+            f"{expected!r} (seat {device}): refused"
+        )
 
     def examples_bound(self, device: str) -> int:
         return self.examples.get(device, self.config.max_examples)

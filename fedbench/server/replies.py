@@ -32,7 +32,15 @@ from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
 from fedbench.devices.meter import DeviceState
 from fedbench.errors import FedbenchError
 from fedbench.fleet import DeviceSpec
-from fedbench.protocol import LOSS_KEYS, METRICS, NUM_EXAMPLES, REPORT, STATE, state_from
+from fedbench.protocol import (
+    LOSS_KEYS,
+    METRICS,
+    NODE_NAME,
+    NUM_EXAMPLES,
+    REPORT,
+    STATE,
+    state_from,
+)
 from fedbench.report.records import UNPROFILED, RoundReport, from_record
 from fedbench.server.defense import Defense, check_costs, distance, distance_outliers
 
@@ -150,6 +158,9 @@ def _read(
             return refuse(
                 "failed", f"reply names device {report.device!r}, expected {s.device.name!r}"
             )
+        impostor = defense.wrong_name(s.device.name, content.config_records[REPORT].get(NODE_NAME))
+        if impostor:
+            return refuse("failed", impostor)
         report = replace(report, start_s=s.start_s, model_version=s.model_version)
         report = replace(report, end_s=s.start_s + report.round_trip_s)
     else:
