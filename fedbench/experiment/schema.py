@@ -98,6 +98,13 @@ class FleetConfig:
             )
         Knobs.from_mapping(self.knobs, "fleet.knobs")
         fault_models(self.faults)
+        profiles = sorted({g.profile for g in self.devices})
+        for name in self.faults or {}:
+            if name != "default" and name not in profiles:
+                raise FedbenchError(
+                    f"fleet.faults.{name}: no device of profile '{name}' in this fleet; "
+                    f"valid: default, {', '.join(profiles)}"
+                )
 
     def knob_values(self) -> Knobs:
         return Knobs.from_mapping(self.knobs, "fleet.knobs")

@@ -155,8 +155,8 @@ class Defense:
         if expected is None or announced is None or announced == expected:
             return ""
         return (
-            f"node announces itself as {announced!r}, but holds the key registered for "
-            f"{expected!r} (seat {device}): refused"
+            f"refused: node announces itself as {announced!r}, but holds the key registered "
+            f"for {expected!r} (seat {device})"
         )
 
     def examples_bound(self, device: str) -> int:
@@ -189,7 +189,7 @@ def distance_outliers(distances: Mapping[str, float], max_ratio: float | None) -
         return {}
     limit = max_ratio * median
     return {
-        name: f"update distance {d:.3g} > {max_ratio:g} x the round's median {median:.3g}"
+        name: f"refused: update distance {d:.3g} > {max_ratio:g} x the round's median {median:.3g}"
         for name, d in distances.items()
         if not d <= limit
     }

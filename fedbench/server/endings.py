@@ -37,7 +37,10 @@ class Ending:
 
 @dataclass
 class UpdateWatch(ServerHook):
-    """Which rounds produced no update, and why; the meta it keeps current."""
+    """Which rounds produced no update, and why; the meta it keeps current.
+
+    It also prints every reply the defense refused (fedbench.server.defense).
+    """
 
     meta: dict[str, object]
     rounds: int = 0
@@ -59,6 +62,9 @@ class UpdateWatch(ServerHook):
 
     def on_round(self, outcome: RoundOutcome, state: LoopState) -> None:
         self.rounds += 1
+        for r in outcome.reports:
+            if "refused" in r.reason:  # what the defense kept out, on the console too
+                progress(f"round {outcome.spec.round}: {r.device}: {r.reason[:240]}")
         if outcome.aggregated > 0:
             return
         self.empty.append(outcome.spec.round)

@@ -287,11 +287,13 @@ def conform(arrays: ArrayRecord, reference: ArrayRecord) -> tuple[ArrayRecord | 
         want = reference[key].numpy().dtype
         if values.dtype != want:
             if values.dtype.kind != want.kind and {values.dtype.kind, want.kind} != {"i", "u"}:
-                return None, f"update '{key}' is {values.dtype}, the global model's is {want}"
+                return None, (
+                    f"refused: update '{key}' is {values.dtype}, the global model's is {want}"
+                )
             with np.errstate(over="ignore", invalid="ignore"):
                 values = values.astype(want)
         if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
-            return None, f"update has NaN/Inf in '{key}' (as {want})"
+            return None, f"refused: update has NaN/Inf in '{key}' (as {want})"
         out[key] = Array(np.ascontiguousarray(values))
     return ArrayRecord(out), ""
 

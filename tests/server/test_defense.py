@@ -28,9 +28,7 @@ from tests.server.fakes import Device, Recorder, build_loop, device, spec, weigh
 HONEST = {n: device(1.0, 1.0, examples=10) for n in ("a", "b", "c")}
 
 
-def _with(
-    edit: Callable[[RecordDict], RecordDict | None], base: Device | None = None
-) -> Device:
+def _with(edit: Callable[[RecordDict], RecordDict | None], base: Device | None = None) -> Device:
     """The honest reply, then edited by the attacker."""
     honest = base or device(1.0, 1.0, examples=10)
 
@@ -223,3 +221,22 @@ def test_a_round_in_which_every_device_fails_is_said_and_a_run_of_them_fails() -
     loop, _, _ = build_loop(HONEST, k=3, hooks=[good])
     loop.run(iter([spec(1)]), LoopState(0, 0.0, 0, weights()))
     assert good.ending().status == "completed"
+
+
+def test_a_node_claiming_another_devices_name_is_refused() -> None:
+    from fedbench.protocol import NODE_NAME
+
+    def claim(name: str) -> Callable[[RecordDict], RecordDict]:
+        def edit(content: RecordDict) -> RecordDict:
+            content.config_records[REPORT][NODE_NAME] = name
+            return content
+
+        return edit
+
+    defense = Defense(names={"z": "zed-board"})
+    after, _, z = _round(_with(claim("a-board")), defense)
+    _honest_average(after)
+    assert z.status == "failed"
+    assert "announces itself as 'a-board', but holds the key registered for 'zed-board'" in z.reason
+    _, outcome, z = _round(_with(claim("zed-board")), defense)
+    assert z.status == "ok" and outcome.aggregated == 4
