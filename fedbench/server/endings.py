@@ -47,6 +47,9 @@ class UpdateWatch(ServerHook):
     empty: list[int] = field(default_factory=list)
     first_reason: str = ""
 
+    def __post_init__(self) -> None:
+        self.meta["rounds_without_update"] = self.empty
+
     def resume(self, run_dir: Path, upto: int) -> None:
         """What server_rounds.csv says of the rounds before a resume."""
         try:

@@ -35,7 +35,7 @@ from fedbench.server.close.base import Closing, RoundClose
 from fedbench.server.defense import Defense
 from fedbench.server.evaluation import Evaluator
 from fedbench.server.fleet_strategy import FleetStrategy, RoundStart
-from fedbench.server.replies import Reply, read_replies
+from fedbench.server.replies import Reply, keep_dtypes, read_replies
 
 
 @dataclass
@@ -138,7 +138,7 @@ class RoundLoop:
         if accepted:
             new_arrays, metrics = self.fleet.aggregate_train(spec.round, accepted)
             if new_arrays is not None:
-                arrays, version = new_arrays, version + 1
+                arrays, version = keep_dtypes(new_arrays, state.arrays), version + 1
         host_s = time.perf_counter() - started
         after = LoopState(spec.round, now_s + closing.duration_s, version, arrays)
         evaluation = self.evaluator(spec.round, arrays) if spec.evaluate else None

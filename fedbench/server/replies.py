@@ -294,8 +294,25 @@ def conform(arrays: ArrayRecord, reference: ArrayRecord) -> tuple[ArrayRecord | 
                 values = values.astype(want)
         if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
             return None, f"refused: update has NaN/Inf in '{key}' (as {want})"
-        out[key] = Array(np.ascontiguousarray(values))
+        out[key] = Array(np.array(values, order="C"))  # keeps 0-d arrays 0-d
     return ArrayRecord(out), ""
+
+
+def keep_dtypes(aggregated: ArrayRecord, previous: ArrayRecord) -> ArrayRecord:
+    """The aggregate in the global model's dtypes.
+
+    Flower's weighted averages return float64 for integer arrays (a
+    BatchNorm counter): cast back, rounding integers, so the global model
+    never changes type and the next round's updates still match it.
+    """
+    out: dict[str, Array] = {}
+    for key, array in aggregated.items():
+        values = array.numpy()
+        want = previous[key].numpy().dtype if key in previous else values.dtype
+        if values.dtype != want:
+            values = (np.rint(values) if want.kind in "iu" else values).astype(want)
+        out[key] = Array(np.array(values, order="C"))
+    return ArrayRecord(out)
 
 
 def bad_update(arrays: ArrayRecord, reference: ArrayRecord) -> str:

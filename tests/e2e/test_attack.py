@@ -40,7 +40,7 @@ ATTACKER = "rpi4-001"
 def _arrays(content: RecordDict, fn: Callable[[np.ndarray], np.ndarray]) -> RecordDict:
     arrays = content.array_records["arrays"]
     content["arrays"] = ArrayRecord(
-        {k: torch.from_numpy(np.ascontiguousarray(fn(v.numpy()))) for k, v in arrays.items()}
+        {k: torch.from_numpy(np.array(fn(v.numpy()), order="C")) for k, v in arrays.items()}
     )
     return content
 

@@ -240,3 +240,15 @@ def test_a_node_claiming_another_devices_name_is_refused() -> None:
     assert "announces itself as 'a-board', but holds the key registered for 'zed-board'" in z.reason
     _, outcome, z = _round(_with(claim("zed-board")), defense)
     assert z.status == "ok" and outcome.aggregated == 4
+
+
+def test_scalar_arrays_keep_their_shape_round_after_round() -> None:
+    """A BatchNorm counter is a 0-d array: cleaning an update must not make it 1-d."""
+    from fedbench.server.replies import conform
+
+    reference = ArrayRecord({"w": torch.zeros(2, 2), "n": torch.tensor(3)})
+    update = ArrayRecord({"w": torch.ones(2, 2, dtype=torch.float64), "n": torch.tensor(4)})
+    clean, problem = conform(update, reference)
+    assert problem == "" and clean is not None
+    assert clean["n"].shape == reference["n"].shape == ()
+    assert clean["w"].numpy().dtype == np.float32
