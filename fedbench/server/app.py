@@ -12,7 +12,9 @@ experiment is composed, with `fedbench-overrides` applied.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import random
 import time
 from dataclasses import replace
@@ -33,6 +35,7 @@ from fedbench.report.integrity import RowsIntegrity, set_aside
 from fedbench.report.lock import RunLock
 from fedbench.report.server_rounds import SERVER_ROUNDS_CSV, ServerRoundsWriter
 from fedbench.report.writer import ROUNDS_CSV, SUMMARY_JSON, DayResult, RunWriter
+from fedbench.runtime.launch import die_with_parent
 from fedbench.server import checkpoint
 from fedbench.server.apps import server_side
 from fedbench.server.defense import Defense
@@ -201,6 +204,11 @@ def make_server_app(experiment: Experiment | None = None) -> ServerApp:
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
+        if experiment is None:
+            # A flwr-serverapp process of its own: it ends with the SuperExec that
+            # started it, at once, rather than finishing a run nobody drives.
+            with contextlib.suppress(OSError, AttributeError):
+                die_with_parent(os.getppid())
         exp = experiment if experiment is not None else experiment_of(context)
         run_server(grid, exp, Path(exp.output_dir))
 

@@ -66,11 +66,15 @@ def serve(
 
     Without `tls` the run issues its own test CA; without `port` it takes a free one.
     """
-    given = [
-        f"runtime.tls_ca_cert={tls.ca_cert}",
-        f"runtime.tls_server_cert={tls.server_cert}",
-        f"runtime.tls_server_key={tls.server_key}",
-    ]
+    given = (
+        [
+            f"runtime.tls_ca_cert={tls.ca_cert}",
+            f"runtime.tls_server_cert={tls.server_cert}",
+            f"runtime.tls_server_key={tls.server_key}",
+        ]
+        if tls
+        else []
+    )
     server = subprocess.Popen(
         [
             sys.executable,
@@ -81,7 +85,7 @@ def serve(
             "runtime.wait_for_nodes_s=120",
             *overrides,
             *([f"runtime.port={port}"] if port else []),
-            *(given if tls else []),
+            *given,
             f"runtime.physical_keys=[{','.join(str(k) for k in keys)}]",
             f"hydra.run.dir={run_dir}",
         ],
