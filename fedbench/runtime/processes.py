@@ -11,12 +11,14 @@ creation time, so a recycled PID is never touched), and `stop()` terminates
 the lot - leaves first - then kills what is left and reaps the zombies.
 
 That covers every ending fedbench sees. For the one it cannot see - SIGKILL
-of fedbench itself - every process is started through the launcher with
-`--die-with-parent` (the kernel kills it with its parent: PR_SET_PDEATHSIG),
-Flower's helpers exit when their parent does (`--parent-pid`), and every
-process seen is appended to `logs/processes.csv` as it is discovered (PID,
-creation time, role), so the next run in the folder sweeps whatever
-survived (`sweep`).
+of fedbench itself - three things: every process is started through the
+launcher with `--die-with-parent` (the kernel kills it with its parent:
+PR_SET_PDEATHSIG); every process carries a per-set token in its
+environment, inherited by every helper, and a watchdog
+(fedbench.runtime.watchdog) that only the driver's death wakes kills every
+carrier, wherever it was re-parented; and every process seen is appended to
+`logs/processes.csv` as it is discovered (PID, creation time, role), so
+the next run in the folder sweeps whatever survived even that (`sweep`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -35,6 +38,8 @@ from pathlib import Path
 from typing import IO
 
 import psutil
+
+from fedbench.runtime.watchdog import GIVE_UP_S, TOKEN_ENV
 
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 LAUNCHER = ("-m", "fedbench.runtime.launch")
@@ -71,6 +76,9 @@ class ProcessSet:
     poll_s: float = 0.5
     record: Path | None = None  # logs/processes.csv: every process seen, as it is seen
     die_with_parent: bool = True  # children get SIGKILL when this process ends
+    watchdog: bool = True  # and a watchdog ends their helpers too (watchdog.py)
+    token: str = field(default_factory=lambda: secrets.token_hex(12))
+    _dog: subprocess.Popen[bytes] | None = None
     started: list[Started] = field(default_factory=list)
     seen: dict[int, float] = field(default_factory=dict)  # pid -> create_time
     roles: dict[int, str] = field(default_factory=dict)
@@ -104,6 +112,8 @@ class ProcessSet:
         cwd: Path | None = None,
     ) -> Started:
         """Start `argv` in a session of its own, output to `log` (or `stdout`)."""
+        if self.watchdog and self._dog is None:
+            self._start_watchdog(env)
         out: int | IO[bytes] | None = stdout
         handle = None
         if log is not None:
@@ -115,7 +125,7 @@ class ProcessSet:
             # which then stops everything in order.
             popen = subprocess.Popen(
                 self._wrapped(argv),
-                env=dict(env),
+                env={**env, TOKEN_ENV: self.token},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -133,6 +143,20 @@ class ProcessSet:
             self._watcher = threading.Thread(target=self._watch, name="fedbench-procs", daemon=True)
             self._watcher.start()
         return proc
+
+    def _start_watchdog(self, env: Mapping[str, str]) -> None:
+        # Its stdin is a pipe only this process holds (Popen closes other fds in
+        # children): end-of-file there is this process's end, however it ends.
+        self._dog = subprocess.Popen(
+            [sys.executable, "-m", "fedbench.runtime.watchdog", self.token],
+            env={k: v for k, v in env.items() if k != TOKEN_ENV},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        with self._lock:
+            self._remember(self._dog.pid, "watchdog")
 
     def _remember(self, pid: int, role: str) -> None:
         if pid in self.seen:
@@ -180,7 +204,7 @@ class ProcessSet:
         """Terminate everything, leaves first, kill after `grace_s`; returns what was killed."""
         self.snapshot()
         self._stop.set()
-        procs = self.alive()
+        procs = [p for p in self.alive() if self._dog is None or p.pid != self._dog.pid]
         # Deepest first: a helper whose parent is still alive exits cleanly
         # instead of being re-parented mid-shutdown.
         procs.sort(key=_depth, reverse=True)
@@ -198,6 +222,13 @@ class ProcessSet:
         self._reap()
         if self._watcher is not None:
             self._watcher.join(timeout=2 * self.poll_s + 1)
+        if self._dog is not None:
+            assert self._dog.stdin is not None
+            self._dog.stdin.close()  # wakes it: it ends whatever is left, then itself
+            try:
+                self._dog.wait(timeout=GIVE_UP_S + 5)
+            except subprocess.TimeoutExpired:
+                self._dog.kill()
         return killed
 
     def _wait(self, procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:

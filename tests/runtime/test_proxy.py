@@ -140,24 +140,34 @@ def test_choose_refuses_unknown_proxies() -> None:
     assert choose("auto") == ("nginx" if shutil.which("nginx") else "python")
 
 
-def test_a_child_dies_with_its_parent_even_on_sigkill(tmp_path: Path) -> None:
-    """The launcher's PR_SET_PDEATHSIG: SIGKILL the parent, the child goes too."""
+def test_a_runs_processes_die_with_its_driver_even_on_sigkill(tmp_path: Path) -> None:
+    """SIGKILL the driver: its child goes with it (PR_SET_PDEATHSIG), and so does the
+    child's own helper, started in a session of its own and re-parented to init (the
+    watchdog finds it by the run's token in its environment)."""
     import psutil
 
-    code = (
+    helper = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"
+    child = (
+        "import subprocess, sys, time\n"
+        f"h = subprocess.Popen([sys.executable, '-c', {helper!r}], start_new_session=True)\n"
+        "print(h.pid, flush=True)\n"
+        "time.sleep(300)\n"
+    )
+    driver = (
         "import os, sys, time\n"
         "from fedbench.runtime.processes import ProcessSet\n"
         "p = ProcessSet()\n"
-        "argv = [sys.executable, '-c', 'import time; time.sleep(300)']\n"
-        "c = p.start('sleeper', argv, dict(os.environ), None)\n"
+        f"c = p.start('child', [sys.executable, '-c', {child!r}], dict(os.environ), None,\n"
+        "            stdout=sys.stdout)\n"
         "print(c.pid, flush=True)\n"
         "time.sleep(300)\n"
     )
-    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen([sys.executable, "-c", driver], stdout=subprocess.PIPE, text=True)
     assert parent.stdout is not None
-    child = psutil.Process(int(parent.stdout.readline()))
-    assert child.is_running()
+    pids = {int(parent.stdout.readline()), int(parent.stdout.readline())}
+    procs = [psutil.Process(pid) for pid in pids]
+    assert all(p.is_running() for p in procs)
     parent.kill()
     parent.wait()
-    gone, alive = psutil.wait_procs([child], timeout=5)
-    assert not alive, "the child outlived its SIGKILLed parent"
+    _, alive = psutil.wait_procs(procs, timeout=5)
+    assert not alive, "a process outlived its SIGKILLed driver"
