@@ -6,8 +6,9 @@ it ends (SIGKILL included), so a crashed run never leaves a stale lock and
 `resume=` can take the folder at once. The file's text names the holder,
 so a refused second run says who has the folder.
 
-The processes a run starts itself (a deployment's ServerApp, several
-processes below the driver) may enter the folder their ancestor holds.
+The run itself may enter the folder its driver holds: the simulation's
+ServerApp in the driver's own process, a deployment's ServerApp several
+processes below it.
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ class RunLock:
         except BlockingIOError:
             holder = _holder(fd)
             os.close(fd)
-            if holder is not None and holder in _ancestors():
-                return self
+            if holder is not None and (holder == os.getpid() or holder in _ancestors()):
+                return self  # this run's driver has it (in-process, or a parent process)
             who = f"pid {holder}" if holder is not None else "another process"
             raise FedbenchError(
                 f"run folder {self.path.parent} is in use by another fedbench run ({who}, "

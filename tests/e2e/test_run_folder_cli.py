@@ -1,6 +1,6 @@
 """On the command line: a run where every device fails exits non-zero, and holds its folder.
 
-One simulation run in which every device crashes every round: each round
+One simulation run in which every device drops out of every round: each round
 says on the console that no device delivered an update, the summary ends
 `failed` / `no_updates` and the exit code is 1. While it runs, a second run
 into the same folder is refused naming the first one's PID; afterwards a
@@ -22,7 +22,7 @@ from tests.helpers import run_fedbench
 
 pytestmark = pytest.mark.slow
 
-ARGS = ["experiment=smoke", "scenario.days=2", "+fleet.faults={default:{crash:1.0}}"]
+ARGS = ["experiment=smoke", "scenario.days=2", "+fleet.faults={default:{dropout:1.0}}"]
 
 
 def test_every_device_failing_fails_the_run_and_the_folder_is_held(tmp_path: Path) -> None:
@@ -48,7 +48,7 @@ def test_every_device_failing_fails_the_run_and_the_folder_is_held(tmp_path: Pat
         if first.poll() is None:
             first.kill()
     assert first.returncode == 1, err[-3000:]
-    assert "round 1: no device delivered an update (3 failed: InjectedCrash" in err
+    assert "round 1: no device delivered an update (3 dropped: injected fault: dropout" in err
     assert "fedbench: run failed (no_updates): no round produced an update (2 round(s)" in err
     summary = json.loads((run_dir / "summary.json").read_text())
     assert (summary["status"], summary["failure"]) == ("failed", "no_updates")
