@@ -148,24 +148,18 @@ def _duplicate_key_profile(tmp: Path) -> object:
     return load_profile(path)
 
 
-def _truncated_rounds(tmp: Path) -> object:
+def _damaged_rounds(before: str, after: str) -> Callable[[Path], object]:
+    """rounds.csv fingerprinted with `before` on disk, then found holding `after`."""
     from fedbench.report.integrity import RowsIntegrity
 
-    path = tmp / "rounds.csv"
-    path.write_text("round,device\n1,a\n1,b\n2,a\n2,b\n")
-    state = RowsIntegrity(path).advance(path.stat().st_size)
-    path.write_text("round,device\n1,a\n1,b\n2,a\n")
-    return RowsIntegrity(path).verify(state)
+    def run(tmp: Path) -> object:
+        path = tmp / "rounds.csv"
+        path.write_text(before)
+        state = RowsIntegrity(path).advance(path.stat().st_size)
+        path.write_text(after)
+        return RowsIntegrity(path).verify(state)
 
-
-def _edited_rounds(tmp: Path) -> object:
-    from fedbench.report.integrity import RowsIntegrity
-
-    path = tmp / "rounds.csv"
-    path.write_text("round,device,energy_j\n1,a,3.0\n1,b,4.0\n")
-    state = RowsIntegrity(path).advance(path.stat().st_size)
-    path.write_text("round,device,energy_j\n1,a,3.0\n1,b,0.1\n")
-    return RowsIntegrity(path).verify(state)
+    return run
 
 
 def _locked(tmp: Path) -> object:
@@ -213,6 +207,13 @@ def _unreachable_ray(tmp: Path) -> object:
         "fedbench.runtime.simulation.SimulationRuntime",
         ray_address=f"127.0.0.1:{free_port()}",
     )(tmp).preflight(None)  # type: ignore[attr-defined]
+
+
+def _entry(check: str, value: object) -> Callable[[Path], object]:
+    """One of the entry point's own checks (fedbench.__main__) on `value`."""
+    import fedbench.__main__ as entry
+
+    return lambda tmp: getattr(entry, check)(value)
 
 
 def _uncreatable_run_dir(tmp: Path) -> object:
@@ -591,19 +592,19 @@ CASES: tuple[Case, ...] = (
     Case(
         "hydra-grammar",
         "`name=my run` unquoted, or `seed=[1,2`",
-        lambda t: __import__("fedbench.__main__", fromlist=["x"]).check_overrides(["seed=[1,2"]),
+        _entry("check_overrides", ["seed=[1,2"]),
         ("seed=[1,2", "quote a value", "'name=\"my run\"'"),
     ),
     Case(
         "seed-negative",
         "`seed=-1`",
-        lambda t: __import__("fedbench.__main__", fromlist=["x"]).check_seed(-1),
+        _entry("check_seed", -1),
         ("seed=-1", "integer in 0..4,294,967,295"),
     ),
     Case(
         "seed-not-integer",
         "`seed=1.5`",
-        lambda t: __import__("fedbench.__main__", fromlist=["x"]).check_seed(1.5),
+        _entry("check_seed", 1.5),
         ("seed=1.5", "integer in 0..4,294,967,295"),
     ),
     Case(
@@ -639,13 +640,15 @@ CASES: tuple[Case, ...] = (
     Case(
         "resume-truncated-rounds",
         "`resume=` a folder whose rounds.csv lost rows after the checkpoint",
-        _truncated_rounds,
+        _damaged_rounds("round,device\n1,a\n1,b\n2,a\n2,b\n", "round,device\n1,a\n1,b\n2,a\n"),
         ("rounds.csv: truncated", "first missing line 5 (row 4)"),
     ),
     Case(
         "resume-edited-rounds",
         "`resume=` a folder whose rounds.csv was edited",
-        _edited_rounds,
+        _damaged_rounds(
+            "round,device,energy_j\n1,a,3.0\n1,b,4.0\n", "round,device,energy_j\n1,a,3.0\n1,b,0.1\n"
+        ),
         ("rounds.csv: line 3 (row 2) differs",),
     ),
     Case(

@@ -202,6 +202,17 @@ class FlowerCli:
         self, commands: Sequence[Sequence[str]], timeout: float = 120.0
     ) -> list[dict[str, Any]]:
         """Several `flwr ... --format json` commands in one process (flwr_batch.py)."""
+        docs = self.answers(commands, timeout)
+        for command, doc in zip(commands, docs, strict=True):
+            if not doc.get("success", False):
+                detail = str(doc.get("error-message") or doc).strip()
+                raise FedbenchError(f"`flwr {' '.join(command)}` failed: {detail[-400:]}")
+        return docs
+
+    def answers(
+        self, commands: Sequence[Sequence[str]], timeout: float = 120.0
+    ) -> list[dict[str, Any]]:
+        """Each command's JSON document, failures included (`success: false`)."""
         full = [[*c, "--format", "json"] for c in commands]
         out = subprocess.run(
             [sys.executable, "-m", "fedbench.runtime.flwr_batch", json.dumps(full)],
@@ -217,10 +228,6 @@ class FlowerCli:
         if len(docs) != len(full):
             detail = (out.stderr or out.stdout).strip()[-400:]
             raise FedbenchError(f"`flwr {' '.join(commands[0])}` ... failed: {detail}")
-        for command, doc in zip(commands, docs, strict=True):
-            if not doc.get("success", False):
-                detail = str(doc.get("error-message") or doc).strip()
-                raise FedbenchError(f"`flwr {' '.join(command)}` failed: {detail[-400:]}")
         return docs
 
     def register(self, public_keys: Sequence[Path]) -> dict[Path, int]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import http.client
-import json
 import os
 import queue
 import shutil
@@ -151,17 +150,7 @@ def _control_from_outside(public: str, ca: Path, key: Path, app: Path, home: Pat
         ["supernode", "list", CONNECTION],
         ["ls", CONNECTION],
     ]
-    full = [[*c, "--format", "json"] for c in commands]
-    out = subprocess.run(
-        [sys.executable, "-m", "fedbench.runtime.flwr_batch", json.dumps(full)],
-        capture_output=True,
-        text=True,
-        env=cli.env,
-        cwd=home,
-        timeout=120,
-    )
-    docs = _json_documents(out.stdout)
-    assert len(docs) == len(commands), out.stdout + out.stderr
+    docs = cli.answers(commands)
     run = subprocess.run(
         [tool("flwr"), "run", str(app), CONNECTION, "--format", "json"],
         capture_output=True,
