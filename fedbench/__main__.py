@@ -98,7 +98,8 @@ def _check_ending(run_dir: Path) -> None:
         return  # a runtime that failed before the ServerApp started raised already
     status = summary.get("status")
     if status != "completed":
-        failure = summary.get("failure") or status
+        # "running": the ServerApp was stopped before it could say how the run ended.
+        failure = summary.get("failure") or ("unfinished" if status == "running" else status)
         print(
             f"fedbench: run {status} ({failure}): {summary.get('error', '')}; see {run_dir}",
             file=sys.stderr,
