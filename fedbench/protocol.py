@@ -31,6 +31,9 @@ GROUP_SEPARATOR = ":"
 ARRAYS = "arrays"  # Flower's default ArrayRecord key (FedAvg's arrayrecord_key)
 METRICS = "metrics"  # the MetricRecord of a reply (Flower's convention)
 NUM_EXAMPLES = "num-examples"  # the key Flower's strategies weight by
+# In a reply's report: the name a physical device announced (`name=`); the
+# server refuses it unless it is the name its registered key was issued for.
+NODE_NAME = "node-name"
 # Metric keys a ClientApp may report its training loss under (fedbench's own:
 # train_loss; Flower's quickstarts: train_loss).
 LOSS_KEYS: tuple[str, ...] = ("train_loss", "train-loss", "loss")

@@ -1,9 +1,13 @@
 """`resume=<run folder>`: continue a run from its checkpoint, with its own config.
 
-The folder's config.yaml is the experiment. Given alone, `resume=` uses it
+The folder's config.yaml is the experiment - its runtime included: a
+deployment folder continues as a deployment. Given alone, `resume=` uses it
 as it is; given with other overrides, the composed experiment must equal it
 (except where results go), so a folder is never continued under a
-different configuration.
+different configuration or runtime. A folder killed before its first
+checkpoint starts over in place (its partial rows are moved aside by the
+server, fedbench.report.integrity); one with a checkpoint continues after
+its last complete round once rounds.csv is checked against it.
 """
 
 from __future__ import annotations
@@ -15,7 +19,6 @@ import yaml
 
 from fedbench.errors import FedbenchError
 from fedbench.experiment.schema import Experiment
-from fedbench.server.checkpoint import CHECKPOINT
 
 # Keys that say where and under which name results go, not what is run.
 _PLACE_KEYS = ("output_dir", "name")
@@ -27,12 +30,10 @@ def resumed_experiment(folder: Path, composed: Experiment | None) -> Experiment:
         raise FedbenchError(f"resume={folder}: no such run folder")
     if not config.is_file():
         raise FedbenchError(f"resume={folder}: not a fedbench run folder (no config.yaml)")
-    if not (folder / CHECKPOINT).is_file():
-        raise FedbenchError(
-            f"resume={folder}: no {CHECKPOINT} (the run ended before its first round completed); "
-            "start it again instead"
-        )
-    stored = yaml.safe_load(config.read_text())
+    try:
+        stored = yaml.safe_load(config.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise FedbenchError(f"resume={folder}: config.yaml is unreadable ({exc})") from None
     if not isinstance(stored, dict):
         raise FedbenchError(f"resume={folder}: config.yaml is not a mapping")
     if composed is not None:

@@ -166,6 +166,15 @@ def issue_tls(out_dir: Path, hosts: Sequence[str]) -> TlsFiles:
     return files
 
 
+def issue_secret(path: Path) -> Path:
+    """A fresh random shared secret (the SuperExec's), readable by this user only."""
+    import secrets
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_private(path, secrets.token_hex(32).encode())
+    return path
+
+
 def issue_node_key(out_dir: Path, name: str) -> NodeKey:
     """A new key pair for device `name`: `<name>.key` (private) and `<name>.pub`."""
     if not name or any(c in name for c in "/\\ \t\n") or name.startswith("."):

@@ -123,6 +123,113 @@ def _model(name: str) -> Callable[[Path], object]:
     return lambda tmp: build_model(name)
 
 
+def _profile_file(content: bytes | None) -> Callable[[Path], object]:
+    """A profile path holding `content` (None: a directory)."""
+    from fedbench.devices.profile import load_profile
+
+    def run(tmp: Path) -> object:
+        path = tmp / "board.yaml"
+        if content is None:
+            path.mkdir()
+        else:
+            path.write_bytes(content)
+        return load_profile(path)
+
+    return run
+
+
+def _duplicate_key_profile(tmp: Path) -> object:
+    from fedbench.devices.profile import load_profile
+    from fedbench.paths import profiles_dir
+
+    text = (profiles_dir() / "rpi4.yaml").read_text()
+    path = tmp / "rpi4.yaml"
+    path.write_text(text.replace("  idle_w: 2.7\n", "  idle_w: 2.7\n  idle_w: 102\n", 1))
+    return load_profile(path)
+
+
+def _damaged_rounds(before: str, after: str) -> Callable[[Path], object]:
+    """rounds.csv fingerprinted with `before` on disk, then found holding `after`."""
+    from fedbench.report.integrity import RowsIntegrity
+
+    def run(tmp: Path) -> object:
+        path = tmp / "rounds.csv"
+        path.write_text(before)
+        state = RowsIntegrity(path).advance(path.stat().st_size)
+        path.write_text(after)
+        return RowsIntegrity(path).verify(state)
+
+    return run
+
+
+def _locked(tmp: Path) -> object:
+    import subprocess
+    import sys
+
+    from fedbench.report.lock import RunLock
+
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; "
+            "from fedbench.report.lock import RunLock; RunLock(Path(sys.argv[1])).acquire(); "
+            "print('held', flush=True); time.sleep(60)",
+            str(tmp),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        return RunLock(tmp).acquire()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _port_in_use(tmp: Path) -> object:
+    import socket
+
+    from fedbench.runtime.deployment import check_port_free
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        return check_port_free("127.0.0.1", s.getsockname()[1])
+
+
+def _unreachable_ray(tmp: Path) -> object:
+    from fedbench.runtime.flower import free_port
+
+    return _target(
+        "runtime",
+        "fedbench.runtime.simulation.SimulationRuntime",
+        ray_address=f"127.0.0.1:{free_port()}",
+    )(tmp).preflight(None)  # type: ignore[attr-defined]
+
+
+def _entry(check: str, value: object) -> Callable[[Path], object]:
+    """One of the entry point's own checks (fedbench.__main__) on `value`."""
+    import fedbench.__main__ as entry
+
+    return lambda tmp: getattr(entry, check)(value)
+
+
+def _uncreatable_run_dir(tmp: Path) -> object:
+    from fedbench.__main__ import check_overrides
+
+    (tmp / "file").write_text("")
+    return check_overrides([f"hydra.run.dir={tmp}/file/run"])
+
+
+def _fresh_into_used(tmp: Path) -> object:
+    from fedbench.__main__ import _check_fresh
+
+    (tmp / "rounds.csv").write_text("round\n1\n")
+    return _check_fresh(tmp)
+
+
 def _write_folder(with_config: bool, with_ckpt: bool) -> Callable:
     def setup(folder: Path) -> None:
         folder.mkdir()
@@ -317,12 +424,6 @@ CASES: tuple[Case, ...] = (
         ("no config.yaml",),
     ),
     Case(
-        "resume-no-ckpt",
-        "`resume=` a run that never completed a round",
-        lambda t: _resume(t, _write_folder(True, False)),
-        ("no checkpoint.pt",),
-    ),
-    Case(
         "resume-other-config",
         "`resume=` a folder run with another seed",
         lambda t: _resume(t, _write_folder(True, True)),
@@ -458,7 +559,125 @@ CASES: tuple[Case, ...] = (
         _model("densenet41"),
         ("densenet41", "densenet40"),
     ),
+    Case(
+        "profile-duplicate-key",
+        "a profile YAML giving `power.idle_w` twice (2.7 and 102)",
+        _duplicate_key_profile,
+        ("rpi4.yaml:", "'idle_w' is given twice", "give it once"),
+    ),
+    Case(
+        "profile-binary",
+        "a profile path that is a binary file",
+        _profile_file(bytes(range(256))),
+        ("board.yaml", "not a text file"),
+    ),
+    Case(
+        "profile-directory",
+        "a profile path that is a directory",
+        _profile_file(None),
+        ("board.yaml", "a directory, not a profile YAML file"),
+    ),
+    Case(
+        "faults-unknown-profile",
+        "`fleet.faults` for a profile the fleet does not have",
+        _experiment("fleet=host4", "+fleet.faults={rpi3bplus:{crash:0.5}}"),
+        ("fleet.faults.rpi3bplus", "no device of profile 'rpi3bplus'", "valid: default, host"),
+    ),
+    Case(
+        "run-dir-uncreatable",
+        "`hydra.run.dir=` a folder that cannot be created (under a file)",
+        _uncreatable_run_dir,
+        ("hydra.run.dir=", "cannot create the run folder", "this user can write"),
+    ),
+    Case(
+        "hydra-grammar",
+        "`name=my run` unquoted, or `seed=[1,2`",
+        _entry("check_overrides", ["seed=[1,2"]),
+        ("seed=[1,2", "quote a value", "'name=\"my run\"'"),
+    ),
+    Case(
+        "seed-negative",
+        "`seed=-1`",
+        _entry("check_seed", -1),
+        ("seed=-1", "integer in 0..4,294,967,295"),
+    ),
+    Case(
+        "seed-not-integer",
+        "`seed=1.5`",
+        _entry("check_seed", 1.5),
+        ("seed=1.5", "integer in 0..4,294,967,295"),
+    ),
+    Case(
+        "start-hour-text",
+        "`scenario.start_hour=noon`",
+        _scenario(start_hour="noon"),
+        ("scenario.start_hour", "number", "noon"),
+    ),
+    Case(
+        "ray-unreachable",
+        "`runtime.ray_address=` where no Ray cluster answers",
+        _unreachable_ray,
+        ("runtime.ray_address=127.0.0.1:", "nothing answers", "ray start --head"),
+    ),
+    Case(
+        "port-in-use",
+        "`runtime=deployment runtime.port=` a port another program listens on",
+        _port_in_use,
+        ("runtime.port=", "another program holds it", "null for a free one"),
+    ),
+    Case(
+        "run-folder-locked",
+        "a second run into a folder a running one holds",
+        _locked,
+        ("in use by another fedbench run (pid", "run.lock", "another hydra.run.dir"),
+    ),
+    Case(
+        "run-folder-used",
+        "a new run into a folder that holds a finished or killed run",
+        _fresh_into_used,
+        ("already holds a run (rounds.csv)", "resume="),
+    ),
+    Case(
+        "resume-truncated-rounds",
+        "`resume=` a folder whose rounds.csv lost rows after the checkpoint",
+        _damaged_rounds("round,device\n1,a\n1,b\n2,a\n2,b\n", "round,device\n1,a\n1,b\n2,a\n"),
+        ("rounds.csv: truncated", "first missing line 5 (row 4)"),
+    ),
+    Case(
+        "resume-edited-rounds",
+        "`resume=` a folder whose rounds.csv was edited",
+        _damaged_rounds(
+            "round,device,energy_j\n1,a,3.0\n1,b,4.0\n", "round,device,energy_j\n1,a,3.0\n1,b,0.1\n"
+        ),
+        ("rounds.csv: line 3 (row 2) differs",),
+    ),
+    Case(
+        "resume-other-runtime",
+        "`resume=` a simulation folder with `runtime=deployment`",
+        lambda t: _resume_runtime(t),
+        ("different config", "runtime._target_"),
+    ),
+    Case(
+        "proxy-unknown",
+        "`runtime.proxy=envoy`",
+        _target("runtime", "fedbench.runtime.deployment.DeploymentRuntime", proxy="envoy"),
+        ("runtime.proxy='envoy'", "auto, nginx, python"),
+    ),
+    Case(
+        "defense-ratio",
+        "`defense.max_norm_ratio=0.5` (must exceed 1)",
+        _experiment("defense.max_norm_ratio=0.5"),
+        ("defense.max_norm_ratio=0.5", "> 1"),
+    ),
 )
+
+
+def _resume_runtime(tmp: Path) -> object:
+    from fedbench.resume import resumed_experiment
+
+    folder = tmp / "run"
+    _write_folder(True, True)(folder)
+    return resumed_experiment(folder, _typed(["experiment=smoke", "runtime=deployment"]))  # type: ignore[arg-type]
 
 
 def run_case(case: Case) -> str:

@@ -30,6 +30,8 @@ CASES = [
     (["algorithm=nope"], ["algorithm/nope", "fedprox"]),
     (["algorithm=fedprox", "+algorithm.mu=1"], ["algorithm.mu", "did you mean 'proximal_mu'"]),
     (["app=no/such/app"], ["app=no/such/app: neither a folder nor an importable module"]),
+    (["seed=[1,2"], ["cannot read the override 'seed=[1,2'", "quote a value"]),
+    (["hydra.run.dir=/proc/fedbench/run"], ["hydra.run.dir=/proc/fedbench/run: cannot create"]),
 ]
 
 

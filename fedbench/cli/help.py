@@ -36,6 +36,7 @@ GROUP_HELP: dict[str, str] = {
     "experiment": "a recipe composing the groups above (none by default)",
     "algorithm": "the server's aggregation algorithm",
     "round_close": "when the server closes a round (all replies, first k, deadline)",
+    "defense": "what keeps a hostile reply out of the aggregate (bounds on updates and costs)",
     "mode": "synchronous rounds, or FedBuff's buffered asynchronous updates on the clock",
 }
 TOP_LEVEL_HELP: dict[str, str] = {

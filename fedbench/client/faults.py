@@ -44,9 +44,12 @@ class FaultMod:
         reply = call_next(msg, context)
         if REPORT not in reply.content.config_records:
             return reply
-        report = from_record(reply.content.config_records[REPORT])
-        report, arrays = inject(fault, report, _arrays(reply))
-        reply.content[REPORT] = to_record(report)
+        sent = reply.content.config_records[REPORT]
+        report, arrays = inject(fault, from_record(sent), _arrays(reply))
+        record = to_record(report)
+        for key in set(sent) - set(record):  # what the device mod adds besides the report
+            record[key] = sent[key]
+        reply.content[REPORT] = record
         for key in list(reply.content.array_records):
             del reply.content[key]
         if arrays is not None:

@@ -38,9 +38,18 @@ from flwr.app import ArrayRecord, Context, Message, MessageType, RecordDict
 from flwr.clientapp.typing import ClientAppCallable
 
 from fedbench.client.caps import capped, out_of_memory
-from fedbench.client.seat import Seat, seat_of, seated
+from fedbench.client.seat import DEVICE_NAME_KEY, Seat, seat_of, seated
 from fedbench.devices.meter import Cost, WatchJob
-from fedbench.protocol import LOSS_KEYS, METRICS, NUM_EXAMPLES, REPORT, STATE, TASK, state_record
+from fedbench.protocol import (
+    LOSS_KEYS,
+    METRICS,
+    NODE_NAME,
+    NUM_EXAMPLES,
+    REPORT,
+    STATE,
+    TASK,
+    state_record,
+)
 from fedbench.report.records import CSV_FIELDS, RoundReport, to_record
 
 PARTITION_ID = "partition-id"
@@ -85,7 +94,11 @@ class DeviceMod:
         report = dataclasses.replace(
             report, host_wall_s=time.perf_counter() - start, worker=worker_name()
         )
-        reply.content[REPORT] = to_record(report)
+        record = to_record(report)
+        announced = context.node_config.get(DEVICE_NAME_KEY)
+        if isinstance(announced, str) and announced:  # a physical device's claim, checked
+            record[NODE_NAME] = announced
+        reply.content[REPORT] = record
         if cost.state_after is not None:
             reply.content[STATE] = state_record(cost.state_after)
         return reply

@@ -144,6 +144,28 @@ class DeviceProfile:
         return [c.name for c in self.clusters]
 
 
+class UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key given twice in one mapping (else the last wins)."""
+
+
+def _unique_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[object, object]:
+    seen: set[object] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)  # type: ignore[no-untyped-call]
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                "while reading a mapping",
+                node.start_mark,
+                f"key {key!r} is given twice (the last would silently win); give it once",
+                key_node.start_mark,
+            )
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+
+
 def profile_names() -> list[str]:
     return sorted(p.stem for p in profiles_dir().glob("*.yaml"))
 
@@ -160,11 +182,20 @@ def load_profile(name_or_path: str | Path) -> DeviceProfile:
                 f"unknown device profile '{text}'{closest(text, names)}; valid: {choices(names)}"
             )
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.load(path.read_text(), Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader
     except FileNotFoundError:
         raise FedbenchError(f"{path}: no such profile file") from None
+    except IsADirectoryError:
+        raise FedbenchError(f"{path}: a directory, not a profile YAML file") from None
+    except UnicodeDecodeError:
+        raise FedbenchError(f"{path}: not a text file (a profile is YAML text)") from None
+    except OSError as exc:
+        raise FedbenchError(f"{path}: cannot read the profile ({exc.strerror})") from None
     except yaml.YAMLError as exc:
-        raise FedbenchError(f"{path}: not valid YAML: {exc}") from None
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise FedbenchError(f"{path}{where}: not valid YAML: {problem}") from None
     return parse_profile(data, str(path), expected_name=path.stem)
 
 

@@ -32,6 +32,7 @@ REQUIRED_GROUPS: tuple[str, ...] = (
     "train",
     "runtime",
     "report",
+    "defense",
 )
 
 

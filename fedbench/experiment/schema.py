@@ -99,6 +99,13 @@ class FleetConfig:
             )
         Knobs.from_mapping(self.knobs, "fleet.knobs")
         fault_models(self.faults)
+        profiles = sorted({g.profile for g in self.devices})
+        for name in self.faults or {}:
+            if name != "default" and name not in profiles:
+                raise FedbenchError(
+                    f"fleet.faults.{name}: no device of profile '{name}' in this fleet; "
+                    f"valid: default, {', '.join(profiles)}"
+                )
 
     def knob_values(self) -> Knobs:
         return Knobs.from_mapping(self.knobs, "fleet.knobs")
@@ -131,6 +138,23 @@ class ReportConfig:
     loggers: tuple[str | dict[str, Any], ...] = ()
 
 
+@dataclass(frozen=True)
+class DefenseConfig:
+    """conf/defense: what a client's reply must satisfy to reach the aggregate (server.defense)."""
+
+    # Refuse an update whose distance from the global model exceeds this many
+    # times the round's (lower) median distance; null: no bound (robust
+    # `algorithm=` options such as FedMedian or Krum then face attacks alone).
+    max_norm_ratio: float | None = check(10.0, gt=1.0, le=1e12)
+    # Most examples a device the server cannot count may claim (a user's app,
+    # a stock Flower client); fedbench's own app is bounded by the scenario.
+    max_examples: int = check(1_000_000, ge=1, le=2**53)
+    # Longest believable round trip of one device (seconds, virtual or measured).
+    max_round_trip_s: float = check(7 * 86_400.0, gt=0.0, le=1e9)
+    # Highest believable average power of a device without a profile (physical, host).
+    max_power_w: float = check(1_000.0, gt=0.0, le=1e6)
+
+
 @dataclass(frozen=True, eq=False)
 class Experiment:
     """One run, validated: every group typed, every `_target_` checked against its class."""
@@ -146,6 +170,7 @@ class Experiment:
     train: TrainConfig
     runtime: Target
     report: ReportConfig = field(default_factory=ReportConfig)
+    defense: DefenseConfig = field(default_factory=DefenseConfig)
     seed: int = check(0, ge=0, le=MAX_SEED)
     name: str = "default"
     output_dir: str = ""

@@ -17,6 +17,21 @@ if TYPE_CHECKING:
     from fedbench.server.seating import Seating
 
 
+def check_reachable(address: str, key: str, hint: str, timeout_s: float = 5.0) -> None:
+    """Refuse at once a HOST:PORT nothing answers on (clients would retry for ever)."""
+    import socket
+
+    host, sep, port = address.split("://", 1)[-1].rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise FedbenchError(f"{key}={address!r}: expected HOST:PORT; {hint}")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise FedbenchError(f"{key}={address}: nothing answers there ({why}); {hint}") from None
+
+
 class Runtime(ABC):
     """A runtime's common settings; subclasses are frozen dataclasses built by `_target_`."""
 
@@ -54,6 +69,10 @@ class Runtime(ABC):
     @abstractmethod
     def run(self, experiment: Experiment, run_dir: Path) -> None:
         """Run the experiment to its end, leaving its results in `run_dir`."""
+
+    def announced_names(self, run_dir: Path) -> dict[str, str]:
+        """Physical device -> the name its registered key was issued for (none here)."""
+        return {}
 
     @abstractmethod
     def seating(self, grid: Grid, experiment: Experiment, run_dir: Path) -> Seating:

@@ -2,31 +2,44 @@
 
 One run, in order:
 
-1. credentials: the SuperLink's TLS certificate (a test CA issued into
-   `<run>/credentials/`, or the user's `tls_*` files) and one node key per
-   emulated device; the public keys of physical devices come from
-   `physical_keys` (issued on each device by
+1. whatever a previous, killed run of this folder left running is swept
+   (`logs/processes.csv`, fedbench.runtime.processes);
+2. credentials: the public TLS certificate (a test CA issued into
+   `<run>/credentials/`, or the user's `tls_*` files), an internal CA and
+   certificate for the SuperLink on 127.0.0.1, a generated SuperExec
+   secret, and one node key per emulated device; the public keys of
+   physical devices come from `physical_keys` (issued on each device by
    `python -m fedbench.device issue-credentials`);
-2. a SuperLink with TLS and SuperNode authentication on, bound to
-   `address:port`; every key above is registered, nothing else may join;
-3. one SuperNode per emulated device (fedbench.runtime.nodes), pinned to
+3. a SuperLink with TLS and SuperNode authentication on, bound to
+   127.0.0.1 only; a SuperExec holding the secret, the only process that may
+   take the ServerApp task; and on `address:port` the Fleet-only proxy
+   (fedbench.runtime.proxy): the Control API (apps, keys, runs) and the
+   Runtime API cannot be reached from the network at all. fedbench alone
+   registers node keys, through the Control API on 127.0.0.1;
+4. one SuperNode per emulated device (fedbench.runtime.nodes), pinned to
    min(its cores, host cores) CPUs and capped at its training budget;
-4. wait until every local node is online, and the fleet's physical slots
+5. wait until every local node is online, and the fleet's physical slots
    (`profile: physical`) are filled by devices that joined, or fail with
    how many did;
-5. `flwr run`: the ServerApp gets the experiment as its run config; its
+6. `flwr run`: the ServerApp gets the experiment as its run config; its
    `[fedbench]` progress lines are streamed to the console, everything in
    `<run>/logs/server.log`;
-6. whatever happens (failure, Ctrl-C, SIGTERM), every process started -
-   and every helper those started - is stopped by PID (processes.py).
+7. whatever happens (failure, Ctrl-C, SIGTERM), every process started -
+   and every helper those started - is stopped by PID; on SIGKILL of
+   fedbench the kernel ends them (processes.py).
 
-Attempts by nodes with unregistered keys are refused by the SuperLink and
-copied to `<run>/refused.log`.
+A device's seat is the one its key was registered for
+(`credentials/registered.csv`); a physical device must announce the name
+its key was issued for (`python -m fedbench.device name=`), or its replies
+are refused. Nodes with unregistered keys are refused by the SuperLink,
+requests other than the Fleet API's by the proxy; both are copied to
+`<run>/refused.log`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
 import sys
@@ -52,6 +65,7 @@ from fedbench.runtime.flower import (
     RUN_STARTED,
     FlowerCli,
     free_port,
+    superexec_argv,
     superlink_argv,
     write_run_config,
 )
@@ -63,8 +77,16 @@ from fedbench.runtime.limits import (
     remove_cgroup,
 )
 from fedbench.runtime.nodes import LocalNode, physical, plan_nodes, write_observed_limits
-from fedbench.runtime.processes import ProcessSet, terminate_as_interrupt, wait_alive
-from fedbench.security import TlsFiles, issue_tls, read_public_key
+from fedbench.runtime.processes import (
+    ProcessSet,
+    Started,
+    sweep,
+    terminate_as_interrupt,
+    wait_alive,
+)
+from fedbench.runtime.proxy import PROXIES, REFUSED_REQUESTS, Gate, choose
+from fedbench.runtime.proxy import argv as proxy_argv
+from fedbench.security import TlsFiles, issue_secret, issue_tls, read_public_key
 from fedbench.server.seating import FixedSeating, Seating, wait_for_nodes
 
 LOCAL_NAMES = ("127.0.0.1", "localhost")
@@ -87,6 +109,7 @@ class DeploymentRuntime(Runtime):
     client_cpus: int = 1
     wait_for_nodes_s: float = 120.0
     round_timeout_s: float = 3600.0
+    proxy: str = "auto"  # auto (nginx if installed, else python) | nginx | python
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "advertise", tuple(str(a) for a in self.advertise or ()))
@@ -102,14 +125,27 @@ class DeploymentRuntime(Runtime):
             raise FedbenchError(
                 f"runtime.memory_limit={self.memory_limit!r}; valid: {', '.join(MEMORY_MODES)}"
             )
-        if self.port is not None and not 1 <= int(self.port) <= 65535:
+        if self.port is not None and (
+            isinstance(self.port, bool)
+            or not isinstance(self.port, int)
+            or not 1 <= self.port <= 65535
+        ):
             raise FedbenchError(f"runtime.port={self.port!r}: expected 1-65535 or null")
+        if self.proxy not in PROXIES:
+            raise FedbenchError(f"runtime.proxy={self.proxy!r}; valid: {', '.join(PROXIES)}")
         self.check_common()
 
     wall_clock = True  # physical devices reply when they reply
 
     def preflight(self, experiment: Experiment) -> None:
         self.check_local_cpus()
+        choose(self.proxy)
+        if self.port is not None:
+            check_port_free(self.address, int(self.port))
+
+    def announced_names(self, run_dir: Path) -> dict[str, str]:
+        """Physical seat -> the name of the key registered for it (what the device announces)."""
+        return {device: name for device, (_, kind, name) in _registered(run_dir).items() if kind}
 
     def seating(self, grid: Grid, experiment: Experiment, run_dir: Path) -> Seating:
         """Each device on the node registered with its key (credentials/registered.csv)."""
@@ -141,7 +177,12 @@ class DeploymentRuntime(Runtime):
             )
         for key in keys:
             read_public_key(key)
-        procs = ProcessSet()
+        record = run_dir / "logs" / "processes.csv"
+        left = sweep(record)
+        if left:
+            _progress(f"deployment: stopped what a killed run of this folder left: {left}")
+        _rotate(run_dir / "logs" / "superlink.log")
+        procs = ProcessSet(record=record)
         nodes: list[LocalNode] = []
         interrupted = False
         # Measuring an idle client (for RLIMIT_AS) takes seconds: overlap it
@@ -150,18 +191,40 @@ class DeploymentRuntime(Runtime):
         headroom = pool.submit(self._headroom_mb)
         try:
             with terminate_as_interrupt():
-                tls = self._tls(run_dir)
+                public = self._tls(run_dir)
+                inner = issue_tls(run_dir / "credentials" / "internal", ["localhost", "127.0.0.1"])
+                secret = issue_secret(run_dir / "credentials" / "superexec.secret")
                 port = int(self.port) if self.port else free_port(_bind_probe(self.address))
-                dial = f"{_local(self.address)}:{port}"
-                cli = FlowerCli(run_dir / "flower", dial, tls.ca_cert)
-                _progress(
-                    f"deployment: SuperLink on https://{self.address}:{port} (TLS, node auth)"
-                )
+                check_port_free(self.address, port)
+                link = free_port("127.0.0.1")
+                internal = f"127.0.0.1:{link}"
+                cli = FlowerCli(run_dir / "flower", internal, inner.ca_cert)
+                logs = run_dir / "logs"
                 argv = superlink_argv(
-                    self.address, port, tls.ca_cert, tls.server_cert, tls.server_key
+                    "127.0.0.1", link, inner.ca_cert, inner.server_cert, inner.server_key, secret
                 )
-                procs.start("superlink", argv, cli.env, run_dir / "logs" / "superlink.log")
-                _wait_listening(procs, _local(self.address), port)
+                superlink = procs.start("superlink", argv, cli.env, logs / "superlink.log")
+                _wait_listening(superlink, "127.0.0.1", link)
+                argv = superexec_argv(internal, inner.ca_cert, secret, os.getpid())
+                procs.start("superexec", argv, cli.env, logs / "superexec.log")
+                kind = choose(self.proxy)
+                gate = Gate(
+                    self.address,
+                    port,
+                    public.server_cert,
+                    public.server_key,
+                    link,
+                    inner.ca_cert,
+                    run_dir,
+                )
+                proxy = procs.start(
+                    f"proxy {kind}", proxy_argv(kind, gate), cli.env, logs / "proxy.log"
+                )
+                _wait_listening(proxy, _local(self.address), port)
+                _progress(
+                    f"deployment: Fleet API on https://{self.address}:{port} ({kind} proxy, TLS, "
+                    f"node auth); SuperLink, Control and Runtime APIs on 127.0.0.1 only"
+                )
                 nodes = plan_nodes(devices, run_dir, self.memory_limit, headroom.result())
                 ids = cli.register([*keys, *(n.key.public_key for n in nodes)])
                 _write_registered(run_dir, nodes, ids, list(zip(slots, keys, strict=False)))
@@ -169,14 +232,15 @@ class DeploymentRuntime(Runtime):
                     _progress(
                         f"deployment: waiting for {len(slots)} physical device(s); on each run: "
                         f"python -m fedbench.device superlink=<this host>:{port} "
-                        f"root_certificates={tls.ca_cert} auth_key=<its .key>"
+                        f"root_certificates={public.ca_cert} auth_key=<its .key> "
+                        "name=<the name its key was issued for>"
                     )
                 started = {}
                 for n in nodes:
                     n.home.mkdir(parents=True, exist_ok=True)
                     env = {**cli.env, **ARENA_ENV, "FLWR_HOME": str(n.home)}
                     role = f"supernode {n.device.name}"
-                    started[n] = procs.start(role, n.argv(dial, tls.ca_cert), env, n.log).pid
+                    started[n] = procs.start(role, n.argv(internal, inner.ca_cert), env, n.log).pid
                     _progress(f"deployment: {n.device.name}: {n.limits.describe()}")
                 local_ids = {ids[n.key.public_key] for n in nodes}
                 phys = {ids[k] for k in keys}
@@ -191,7 +255,6 @@ class DeploymentRuntime(Runtime):
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
             killed = procs.stop()
-            _write_processes(run_dir, procs)
             _copy_refusals(run_dir)
             for n in nodes:
                 if n.limits.cgroup is not None:
@@ -331,18 +394,17 @@ def _bind_probe(address: str) -> str:
     return "0.0.0.0" if address in ("0.0.0.0", "::", "") else address
 
 
-def _wait_listening(procs: ProcessSet, host: str, port: int, timeout_s: float = 60.0) -> None:
+def _wait_listening(proc: Started, host: str, port: int, timeout_s: float = 60.0) -> None:
     end = time.monotonic() + timeout_s
-    link = procs.started[0]
     while time.monotonic() < end:
-        if link.popen.poll() is not None:
+        if proc.popen.poll() is not None:
             raise FedbenchError(
-                f"flower-superlink exited with code {link.popen.returncode}; see {link.log}"
+                f"{proc.role} exited with code {proc.popen.returncode}; see {proc.log}"
             )
         with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=1.0):
             return
         time.sleep(0.2)
-    raise FedbenchError(f"flower-superlink did not listen on {host}:{port} within {timeout_s:g}s")
+    raise FedbenchError(f"{proc.role} did not listen on {host}:{port} within {timeout_s:g}s")
 
 
 def _activated(run_dir: Path) -> set[int]:
@@ -368,13 +430,39 @@ def _refusals(run_dir: Path) -> list[str]:
 
 
 def _copy_refusals(run_dir: Path) -> None:
-    lines = _refusals(run_dir)
-    if lines:
-        (run_dir / "refused.log").write_text(
-            "# Nodes the SuperLink refused: their public key is not registered.\n"
-            + "\n".join(lines)
-            + "\n"
-        )
+    nodes = _refusals(run_dir)
+    try:
+        requests = (run_dir / REFUSED_REQUESTS).read_text().splitlines()
+    except OSError:
+        requests = []
+    if nodes or requests:
+        text = ""
+        if nodes:
+            text += "# Nodes the SuperLink refused: their public key is not registered.\n"
+            text += "\n".join(nodes) + "\n"
+        if requests:
+            text += "# Requests the proxy refused: not the Fleet API (time, peer, method, path).\n"
+            text += "\n".join(requests) + "\n"
+        (run_dir / "refused.log").write_text(text)
+
+
+def _rotate(log: Path) -> None:
+    """Keep an earlier attempt's log aside: the run reads its own from the start."""
+    if log.exists():
+        n = len(list(log.parent.glob(f"{log.stem}.*{log.suffix}"))) + 1
+        log.replace(log.with_name(f"{log.stem}.{n}{log.suffix}"))
+
+
+def check_port_free(address: str, port: int) -> None:
+    """Refuse at once a port another process holds (Flower would retry for minutes)."""
+    with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as s:
+        try:
+            s.bind((_bind_probe(address), port))
+        except OSError as exc:
+            raise FedbenchError(
+                f"runtime.port={port}: cannot listen on {address}:{port} ({exc.strerror}); "
+                "another program holds it - choose another port, or null for a free one"
+            ) from None
 
 
 REGISTERED = Path("credentials") / "registered.csv"
@@ -400,20 +488,19 @@ def _write_registered(
 
 def registered_nodes(run_dir: Path) -> dict[str, int]:
     """Device name -> node id, as the deployment registered them."""
+    return {device: node for device, (node, _, _) in _registered(run_dir).items()}
+
+
+def _registered(run_dir: Path) -> dict[str, tuple[int, str, str]]:
+    """Device -> (node id, "physical" or "", the key's name) from credentials/registered.csv."""
     path = run_dir / REGISTERED
     try:
         lines = path.read_text().splitlines()[1:]
     except FileNotFoundError:
         raise FedbenchError(f"{path}: missing (the deployment runtime writes it)") from None
-    out: dict[str, int] = {}
+    out: dict[str, tuple[int, str, str]] = {}
     for line in lines:
-        node, _kind, device, _key = line.split(",", 3)
+        node, kind, device, key = line.split(",", 3)
         if device:
-            out[device] = int(node)
+            out[device] = (int(node), "physical" if kind == "physical" else "", Path(key).stem)
     return out
-
-
-def _write_processes(run_dir: Path, procs: ProcessSet) -> None:
-    rows = ["pid,role"] + [f"{pid},{role}" for pid, role in procs.describe()]
-    (run_dir / "logs").mkdir(parents=True, exist_ok=True)
-    (run_dir / "logs" / "processes.csv").write_text("\n".join(rows) + "\n")

@@ -2,10 +2,14 @@
 
 - `flower-superlink`: one HTTPS server (Fleet, Control and Runtime APIs on
   one port) with `--enable-supernode-auth`: only SuperNodes whose public
-  key was registered through the Control API may join. It starts the
-  ServerApp of each run in a `flwr-serverapp` subprocess
-  (`--isolation subprocess`); `--disable-runtime-dependency-installation`
-  keeps it from `uv sync`-ing the app (fedbench is installed already).
+  key was registered through the Control API may join. fedbench binds it
+  to 127.0.0.1 and puts a Fleet-only proxy in front (fedbench.runtime.proxy).
+  `--isolation process` plus `--superexec-auth-secret-file`: only a
+  SuperExec holding the run's generated secret may take the ServerApp task
+  (Flower ignores the secret with `--isolation subprocess`), so fedbench
+  starts that `flower-superexec` itself, which starts `flwr-serverapp`;
+  `--disable-runtime-dependency-installation` keeps it from `uv sync`-ing
+  the app (fedbench is installed already).
 - `flower-supernode`: joins with `--root-certificates` (the CA that signed
   the SuperLink's certificate) and `--auth-supernode-private-key`; its
   `--node-config` is what the ClientApp reads as `context.node_config`;
@@ -90,9 +94,9 @@ def node_config_arg(values: Mapping[str, str | int | float | bool]) -> str:
 
 
 def superlink_argv(
-    host: str, port: int, ca: Path, cert: Path, key: Path, log_file: Path | None = None
+    host: str, port: int, ca: Path, cert: Path, key: Path, secret: Path
 ) -> list[str]:
-    argv = [
+    return [
         tool("flower-superlink"),
         "--ssl-ca-certfile",
         str(ca),
@@ -103,7 +107,9 @@ def superlink_argv(
         "--enable-supernode-auth",
         "--disable-runtime-dependency-installation",
         "--isolation",
-        "subprocess",
+        "process",
+        "--superexec-auth-secret-file",
+        str(secret),
         "--database",
         IN_MEMORY_DB,
         "--host",
@@ -111,9 +117,21 @@ def superlink_argv(
         "--port",
         str(port),
     ]
-    if log_file is not None:
-        argv += ["--log-file", str(log_file)]
-    return argv
+
+
+def superexec_argv(runtime_api: str, ca: Path, secret: Path, parent_pid: int) -> list[str]:
+    """The SuperExec that runs the ServerApp of each run (ends with `parent_pid`)."""
+    return [
+        tool("flower-superexec"),
+        "--runtime-api-address",
+        runtime_api,
+        "--root-certificates",
+        str(ca),
+        "--superexec-auth-secret-file",
+        str(secret),
+        "--parent-pid",
+        str(parent_pid),
+    ]
 
 
 def supernode_argv(
@@ -184,6 +202,17 @@ class FlowerCli:
         self, commands: Sequence[Sequence[str]], timeout: float = 120.0
     ) -> list[dict[str, Any]]:
         """Several `flwr ... --format json` commands in one process (flwr_batch.py)."""
+        docs = self.answers(commands, timeout)
+        for command, doc in zip(commands, docs, strict=True):
+            if not doc.get("success", False):
+                detail = str(doc.get("error-message") or doc).strip()
+                raise FedbenchError(f"`flwr {' '.join(command)}` failed: {detail[-400:]}")
+        return docs
+
+    def answers(
+        self, commands: Sequence[Sequence[str]], timeout: float = 120.0
+    ) -> list[dict[str, Any]]:
+        """Each command's JSON document, failures included (`success: false`)."""
         full = [[*c, "--format", "json"] for c in commands]
         out = subprocess.run(
             [sys.executable, "-m", "fedbench.runtime.flwr_batch", json.dumps(full)],
@@ -199,10 +228,6 @@ class FlowerCli:
         if len(docs) != len(full):
             detail = (out.stderr or out.stdout).strip()[-400:]
             raise FedbenchError(f"`flwr {' '.join(commands[0])}` ... failed: {detail}")
-        for command, doc in zip(commands, docs, strict=True):
-            if not doc.get("success", False):
-                detail = str(doc.get("error-message") or doc).strip()
-                raise FedbenchError(f"`flwr {' '.join(command)}` failed: {detail[-400:]}")
         return docs
 
     def register(self, public_keys: Sequence[Path]) -> dict[Path, int]:

@@ -9,6 +9,16 @@ this process a child subreaper (Linux: orphans of our descendants come back
 to us, not to init), remembers every descendant it has seen (PID plus
 creation time, so a recycled PID is never touched), and `stop()` terminates
 the lot - leaves first - then kills what is left and reaps the zombies.
+
+That covers every ending fedbench sees. For the one it cannot see - SIGKILL
+of fedbench itself - three things: every process is started through the
+launcher with `--die-with-parent` (the kernel kills it with its parent:
+PR_SET_PDEATHSIG); every process carries a per-set token in its
+environment, inherited by every helper, and a watchdog
+(fedbench.runtime.watchdog) that only the driver's death wakes kills every
+carrier, wherever it was re-parented; and every process seen is appended to
+`logs/processes.csv` as it is discovered (PID, creation time, role), so
+the next run in the folder sweeps whatever survived even that (`sweep`).
 """
 
 from __future__ import annotations
@@ -16,8 +26,10 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import secrets
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -27,7 +39,11 @@ from typing import IO
 
 import psutil
 
+from fedbench.runtime.watchdog import GIVE_UP_S, TOKEN_ENV
+
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+LAUNCHER = ("-m", "fedbench.runtime.launch")
+RECORD_HEADER = "pid,create_time,role\n"
 
 
 def become_subreaper() -> bool:
@@ -58,6 +74,11 @@ class ProcessSet:
     """Launches processes and guarantees none of them, nor their children, outlives `stop()`."""
 
     poll_s: float = 0.5
+    record: Path | None = None  # logs/processes.csv: every process seen, as it is seen
+    die_with_parent: bool = True  # children get SIGKILL when this process ends
+    watchdog: bool = True  # and a watchdog ends their helpers too (watchdog.py)
+    token: str = field(default_factory=lambda: secrets.token_hex(12))
+    _dog: subprocess.Popen[bytes] | None = None
     started: list[Started] = field(default_factory=list)
     seen: dict[int, float] = field(default_factory=dict)  # pid -> create_time
     roles: dict[int, str] = field(default_factory=dict)
@@ -67,6 +88,19 @@ class ProcessSet:
 
     def __post_init__(self) -> None:
         become_subreaper()
+        if self.record is not None:
+            self.record.parent.mkdir(parents=True, exist_ok=True)
+            self.record.write_text(RECORD_HEADER)
+
+    def _wrapped(self, argv: Sequence[str]) -> list[str]:
+        """`argv` through the launcher, told to die with this process."""
+        argv = list(argv)
+        if not self.die_with_parent:
+            return argv
+        flag = ["--die-with-parent", str(os.getpid())]
+        if tuple(argv[1:3]) == LAUNCHER:
+            return [*argv[:3], *flag, *argv[3:]]
+        return [sys.executable, *LAUNCHER, *flag, "--", *argv]
 
     def start(
         self,
@@ -78,6 +112,8 @@ class ProcessSet:
         cwd: Path | None = None,
     ) -> Started:
         """Start `argv` in a session of its own, output to `log` (or `stdout`)."""
+        if self.watchdog and self._dog is None:
+            self._start_watchdog(env)
         out: int | IO[bytes] | None = stdout
         handle = None
         if log is not None:
@@ -88,8 +124,8 @@ class ProcessSet:
             # Own session: a Ctrl-C on the terminal reaches fedbench only,
             # which then stops everything in order.
             popen = subprocess.Popen(
-                list(argv),
-                env=dict(env),
+                self._wrapped(argv),
+                env={**env, TOKEN_ENV: self.token},
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -108,12 +144,32 @@ class ProcessSet:
             self._watcher.start()
         return proc
 
+    def _start_watchdog(self, env: Mapping[str, str]) -> None:
+        # Its stdin is a pipe only this process holds (Popen closes other fds in
+        # children): end-of-file there is this process's end, however it ends.
+        self._dog = subprocess.Popen(
+            [sys.executable, "-m", "fedbench.runtime.watchdog", self.token],
+            env={k: v for k, v in env.items() if k != TOKEN_ENV},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        with self._lock:
+            self._remember(self._dog.pid, "watchdog")
+
     def _remember(self, pid: int, role: str) -> None:
+        if pid in self.seen:
+            return
         try:
-            self.seen.setdefault(pid, psutil.Process(pid).create_time())
-            self.roles.setdefault(pid, role)
+            created = psutil.Process(pid).create_time()
         except psutil.Error:
-            pass
+            return
+        self.seen[pid] = created
+        self.roles[pid] = role
+        if self.record is not None:
+            with self.record.open("a") as f:
+                f.write(f"{pid},{created!r},{role.replace(',', ';')}\n")
 
     def snapshot(self) -> None:
         """Record every live descendant of the processes started so far."""
@@ -148,7 +204,7 @@ class ProcessSet:
         """Terminate everything, leaves first, kill after `grace_s`; returns what was killed."""
         self.snapshot()
         self._stop.set()
-        procs = self.alive()
+        procs = [p for p in self.alive() if self._dog is None or p.pid != self._dog.pid]
         # Deepest first: a helper whose parent is still alive exits cleanly
         # instead of being re-parented mid-shutdown.
         procs.sort(key=_depth, reverse=True)
@@ -166,6 +222,13 @@ class ProcessSet:
         self._reap()
         if self._watcher is not None:
             self._watcher.join(timeout=2 * self.poll_s + 1)
+        if self._dog is not None:
+            assert self._dog.stdin is not None
+            self._dog.stdin.close()  # wakes it: it ends whatever is left, then itself
+            try:
+                self._dog.wait(timeout=GIVE_UP_S + 5)
+            except subprocess.TimeoutExpired:
+                self._dog.kill()
         return killed
 
     def _wait(self, procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
@@ -216,6 +279,32 @@ def _depth(p: psutil.Process) -> int:
     except psutil.Error:
         pass
     return depth
+
+
+def sweep(record: Path) -> list[str]:
+    """Kill what a previous run recorded in `record` and left running; what was killed.
+
+    A PID counts only if its creation time is the one recorded: a recycled
+    PID belongs to someone else and is never touched.
+    """
+    killed = []
+    try:
+        lines = record.read_text().splitlines()[1:]
+    except OSError:
+        return []
+    for line in lines:
+        try:
+            pid_text, created_text, role = line.split(",", 2)
+            p = psutil.Process(int(pid_text))
+            if abs(p.create_time() - float(created_text)) > 0.01 or p.pid == os.getpid():
+                continue
+            if p.status() == psutil.STATUS_ZOMBIE:
+                continue
+            p.kill()
+            killed.append(f"{role} (pid {p.pid})")
+        except (ValueError, psutil.Error):
+            continue
+    return killed
 
 
 def wait_alive(procs: Sequence[Started], seconds: float) -> Started | None:

@@ -27,7 +27,7 @@ from flwr.serverapp import Grid
 from fedbench.errors import FedbenchError
 from fedbench.experiment.build import build_selector
 from fedbench.experiment.schema import Experiment
-from fedbench.runtime.base import Runtime
+from fedbench.runtime.base import Runtime, check_reachable
 from fedbench.runtime.limits import ARENA_ENV
 from fedbench.runtime.logs import route_flower_logs
 from fedbench.server.seating import PooledSeating, Seating, wait_for_nodes
@@ -54,6 +54,9 @@ class SimulationRuntime(Runtime):
     def preflight(self, experiment: Experiment) -> None:
         if not self.ray_address:
             self.check_local_cpus()
+        elif self.ray_address != "auto":
+            hint = "start the cluster (`ray start --head`) or set null for a private local one"
+            check_reachable(self.ray_address, "runtime.ray_address", hint)
 
     def nodes(self, experiment: Experiment) -> int:
         """Virtual SuperNodes: the devices one round trains at once."""

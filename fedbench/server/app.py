@@ -12,9 +12,12 @@ experiment is composed, with `fedbench-overrides` applied.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import random
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +37,17 @@ from fedbench.experiment.codec import EXPERIMENT_KEY, from_json, to_json
 from fedbench.experiment.schema import Experiment
 from fedbench.fleet import DeviceSpec, expand_fleet
 from fedbench.ledger import Ledger
+from fedbench.report.integrity import RowsIntegrity, set_aside
+from fedbench.report.lock import RunLock
 from fedbench.report.loggers import RunLogger, build_loggers
 from fedbench.report.progress import console
-from fedbench.report.server_rounds import ServerRoundsWriter
-from fedbench.report.writer import DayResult, RunWriter
+from fedbench.report.server_rounds import SERVER_ROUNDS_CSV, ServerRoundsWriter
+from fedbench.report.writer import ROUNDS_CSV, SUMMARY_JSON, DayResult, RunWriter
+from fedbench.runtime.launch import die_with_parent
 from fedbench.server import checkpoint
 from fedbench.server.apps import ServerSide, server_side
+from fedbench.server.defense import Defense
+from fedbench.server.endings import COMPLETED, UpdateWatch, ending_of
 from fedbench.server.evaluation import Evaluator, accuracy_of, loss_of
 from fedbench.server.fleet_strategy import FleetStrategy, check_minimums
 from fedbench.server.fleet_view import FleetView
@@ -60,6 +68,11 @@ OVERRIDES_KEY = "fedbench-overrides"
 
 def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, Any]:
     """Run (or, if run_dir holds a checkpoint, continue) one experiment."""
+    with RunLock(run_dir):
+        return _run_server(grid, experiment, run_dir)
+
+
+def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, Any]:
     wall_start = time.perf_counter()
     devices = expand_fleet(experiment.fleet)
     random.seed(experiment.seed)  # Flower strategies sample with `random`
@@ -67,8 +80,17 @@ def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, A
     scenario = build_scenario(experiment)
     selector = build_selector(experiment)
     selector.check_fleet(len(devices))
+    resumed = checkpoint.load(run_dir)
+    rows = RowsIntegrity(run_dir / ROUNDS_CSV)
+    if resumed is None:
+        # A run killed before its first checkpoint starts over; what it wrote is kept aside.
+        if set_aside(run_dir, (ROUNDS_CSV, SERVER_ROUNDS_CSV, SUMMARY_JSON)):
+            progress("no checkpoint: starting over (earlier rows moved to *.interrupted-*)")
+    elif "integrity" in resumed.writer:
+        rows.verify(resumed.writer["integrity"])
     writer = RunWriter(run_dir, {"name": experiment.name, "num_devices": len(devices)})
     server_rounds = ServerRoundsWriter(run_dir)
+    watch = UpdateWatch(writer.meta)
     loggers: list[RunLogger] = []
     try:
         loggers = build_loggers(list(experiment.report.loggers), run_dir)
@@ -85,13 +107,15 @@ def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, A
         algorithm = side.algorithm()
         check_minimums(algorithm, selector.clients_per_round)
         runtime = build_runtime(experiment)
+        defense = Defense.build(
+            experiment.defense, devices, side.example_counts(), runtime.announced_names(run_dir)
+        )
         progress(f"{len(devices)} devices; waiting for their nodes")
         seating = runtime.seating(grid, experiment, run_dir)
         fleet = FleetStrategy(
             algorithm, selector, ledger, seating, to_json(experiment), _kinds(experiment, devices)
         )
         evaluator = side.evaluator(grid, fleet, runtime.round_timeout_s)
-        resumed = checkpoint.load(run_dir)
         if resumed is None:
             state = _start(side, evaluator, writer, scenario.unit, wall_start)
         else:
@@ -101,27 +125,28 @@ def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, A
             writer.load_state_dict(resumed.writer)
             server_rounds.load_state_dict(resumed.writer["server_rounds"])
             checkpoint.set_rng_state(resumed.rng)
+            watch.resume(run_dir, resumed.round)
             state = LoopState(
                 resumed.round, resumed.now_s, resumed.model_version, ArrayRecord(resumed.arrays)
             )
             progress(f"resuming after round {state.round} (virtual {clock(state.now_s)})")
+
+        def save(ckpt: checkpoint.Checkpoint) -> None:
+            # The checkpoint vouches for rounds.csv as far as it was written.
+            mark = rows.advance(int(ckpt.writer["csv_bytes"]))
+            checkpoint.save(run_dir, replace(ckpt, writer={**ckpt.writer, "integrity": mark}))
+
         view = FleetView(devices, experiment)
         rounds = sum(1 for _ in scenario.schedule())
         with console.task("rounds", total=rounds, unit="rounds") as task:
             hooks = [
                 AvailabilityHook(view, ledger),
                 LedgerHook(ledger),
+                watch,  # before the records: the summary names rounds without an update
                 RecordHook(writer, server_rounds, wall_start),
                 LoggerHook(loggers, writer.energy_total),
                 ProgressHook(experiment.report.progress_per_round, wall_start, scenario.unit, task),
-                CheckpointHook(
-                    lambda ckpt: checkpoint.save(run_dir, ckpt),
-                    selector,
-                    algorithm,
-                    ledger,
-                    writer,
-                    server_rounds,
-                ),
+                CheckpointHook(save, selector, algorithm, ledger, writer, server_rounds),
             ]
             parts = LoopParts(
                 grid,
@@ -134,6 +159,7 @@ def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, A
                 runtime.round_timeout_s,
                 view.available_at,
                 runtime.wall_clock,
+                defense,
             )
             loop = build_mode(experiment).loop(parts)
             task.advance(state.round)
@@ -143,15 +169,22 @@ def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, A
                 writer.meta["server_time_per_round_s"] = _spread(loop.server_times)
                 writer.meta.update(loop.summary())
     except BaseException as exc:
+        ending = ending_of(exc)
         server_rounds.close()
-        writer.finish("failed", f"{type(exc).__name__}: {exc}", plots=experiment.report.plots)
+        writer.meta["failure"] = ending.failure
+        writer.finish(ending.status, ending.error, plots=experiment.report.plots)
         raise
     finally:
         for logger in loggers:
             logger.close()
     server_rounds.close()
-    summary = writer.finish("completed", plots=experiment.report.plots)
-    progress(f"done: {_result_line(summary, scenario.unit)} -> {run_dir}")
+    ending = watch.ending()
+    writer.meta["failure"] = ending.failure
+    summary = writer.finish(ending.status, ending.error, plots=experiment.report.plots)
+    if ending.status == COMPLETED:
+        progress(f"done: {_result_line(summary, scenario.unit)} -> {run_dir}")
+    else:
+        progress(f"run {ending.status} ({ending.failure}): {ending.error} -> {run_dir}")
     return summary
 
 
@@ -209,6 +242,11 @@ def make_server_app(experiment: Experiment | None = None) -> ServerApp:
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
+        if experiment is None:
+            # A flwr-serverapp process of its own: it ends with the SuperExec that
+            # started it, at once, rather than finishing a run nobody drives.
+            with contextlib.suppress(OSError, AttributeError):
+                die_with_parent(os.getppid())
         exp = experiment if experiment is not None else experiment_of(context)
         run_server(grid, exp, Path(exp.output_dir))
 

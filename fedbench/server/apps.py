@@ -57,6 +57,10 @@ class ServerSide(ABC):
         """Fill the ledger's predictions; the devices predicted not to fit in memory."""
         return []
 
+    def example_counts(self) -> dict[str, int]:
+        """Device -> the most examples one of its rounds trains on, where the server knows."""
+        return {}
+
 
 class OwnApp(ServerSide):
     """fedbench's own model, data and training (no `app=`)."""
@@ -87,6 +91,10 @@ class OwnApp(ServerSide):
         view = FleetView(self.devices, self.experiment)
         view.predict(ledger, self.model, self.experiment, self.scenario, self.ctx)
         return ledger.names(np.flatnonzero(ledger.pred_peak_mem_mb > ledger.mem_budget_mb))
+
+    def example_counts(self) -> dict[str, int]:
+        # The scenario deals every device its data, physical ones included.
+        return {d.name: self.scenario.expected_examples(self.ctx, d.index) for d in self.devices}
 
 
 class UserApp(ServerSide):

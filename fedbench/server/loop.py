@@ -34,9 +34,10 @@ from fedbench.report.records import RoundReport
 from fedbench.scenarios.base import RoundSpec
 from fedbench.server.clock import EventClock
 from fedbench.server.close.base import Closing, RoundClose
+from fedbench.server.defense import Defense
 from fedbench.server.evaluation import Evaluator
 from fedbench.server.fleet_strategy import FleetStrategy, RoundStart
-from fedbench.server.replies import Reply, Sent, read_replies
+from fedbench.server.replies import Reply, Sent, keep_dtypes, read_replies
 
 
 @dataclass
@@ -97,6 +98,7 @@ class LoopParts:
     timeout_s: float  # host seconds to wait for replies
     available_at: Callable[[int, float], bool] | None = None  # a device's availability at t
     wall_clock: bool = False  # physical devices: arrivals happen on the host's clock
+    defense: Defense | None = None  # what keeps a hostile reply out of the aggregate
 
 
 class RoundLoop:
@@ -113,6 +115,7 @@ class RoundLoop:
         self.timeout_s = parts.timeout_s
         self.available_at = parts.available_at
         self.wall_clock = parts.wall_clock
+        self.defense = parts.defense or Defense()
         self.in_flight: list[Sent] = []  # the devices of the last push
         # The server's own seconds per round, hooks (ledger, records, checkpoint) included.
         self.server_times: list[float] = []
@@ -213,7 +216,7 @@ class RoundLoop:
         """Every sent device's reply as a report (and an update if it brought one)."""
         sent = self.in_flight if sent is None else sent
         return read_replies(
-            spec.round, spec.day, sent, replies, arrays, self.arrays_key, received_at
+            spec.round, spec.day, sent, replies, arrays, self.arrays_key, received_at, self.defense
         )
 
     def arrivals(self, clock: EventClock[Reply], read: list[Reply]) -> list[Reply]:
@@ -240,11 +243,15 @@ class RoundLoop:
     def aggregate(
         self, server_round: int, accepted: list[Reply], arrays: ArrayRecord
     ) -> tuple[ArrayRecord, MetricRecord | None]:
-        """The wrapped Flower strategy's aggregate of the accepted updates (or `arrays`)."""
+        """The wrapped Flower strategy's aggregate of the accepted updates (or `arrays`).
+
+        The aggregate keeps the global model's dtypes: Flower averages integer arrays
+        to float64, and one float64 update must not promote the model.
+        """
         if not accepted:
             return arrays, None
         new, metrics = self.fleet.aggregate_train(server_round, [r.as_message() for r in accepted])
-        return (arrays if new is None else new), metrics
+        return (arrays if new is None else keep_dtypes(new, arrays)), metrics
 
     def summary(self) -> dict[str, object]:
         """What the run mode adds to summary.json (asynchronous FL: its staleness)."""

@@ -9,8 +9,12 @@ round trip is what the server measured between sending and receiving, and
 its energy, memory and temperature stay unknown (empty, never 0).
 
 An accepted update is rebuilt as exactly one ArrayRecord (under the key the
-Flower strategy reads) and one MetricRecord: nothing else a client put in
-its reply reaches the aggregation.
+Flower strategy reads, in the global model's dtypes) and one MetricRecord
+with `num-examples`: nothing else a client put in its reply reaches the
+aggregation, and what was left out is named in the row's `reason`. The
+checks of fedbench.server.defense decide what is believed: cost figures
+outside physical bounds are blanked, num-examples is bounded by what the
+device holds, and an update far from the round's others is refused.
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import numpy as np
-from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
 
 from fedbench.devices.meter import DeviceState
 from fedbench.errors import FedbenchError
@@ -32,6 +37,7 @@ from fedbench.protocol import (
     ERROR,
     LOSS_KEYS,
     METRICS,
+    NODE_NAME,
     NUM_EXAMPLES,
     REPORT,
     STATE,
@@ -40,6 +46,9 @@ from fedbench.protocol import (
 )
 from fedbench.report.records import UNPROFILED, RoundReport, from_record
 from fedbench.server.arrays import DecodedArray, decode
+from fedbench.server.defense import Defense, check_costs, distance, distance_outliers
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -76,10 +85,12 @@ def read_replies(
     global_arrays: ArrayRecord,
     arrays_key: str,
     received_at: Mapping[str, float] | None = None,
+    defense: Defense | None = None,
 ) -> list[Reply]:
     """One Reply per sent message, in device order."""
     by_id = {r.metadata.reply_to_message_id: r for r in replies}
     received_at = received_at or {}
+    defense = defense or Defense()
     shared = Counter(s.message.metadata.message_id for s in sent)
     out = []
     for s in sent:
@@ -104,8 +115,28 @@ def read_replies(
             )
             continue
         arrived = received_at.get(s.message.metadata.message_id, time.time())
-        out.append(_read(s, base, content, error, global_arrays, arrays_key, arrived))
-    return sorted(out, key=lambda r: r.device.name)
+        out.append(_read(s, base, content, error, global_arrays, arrays_key, arrived, defense))
+    return sorted(_refuse_outliers(out, global_arrays, defense), key=lambda r: r.device.name)
+
+
+def _refuse_outliers(replies: list[Reply], reference: ArrayRecord, defense: Defense) -> list[Reply]:
+    """Updates too far from the global model, compared with the round's others, refused."""
+    updates = {r.device.name: r for r in replies if r.update is not None}
+    far = distance_outliers(
+        {n: distance(_arrays_of(r), reference) for n, r in updates.items()},
+        defense.config.max_norm_ratio,
+    )
+    return [
+        replace(r, report=r.report.with_status("failed", far[r.device.name]), update=None)
+        if r.device.name in far
+        else r
+        for r in replies
+    ]
+
+
+def _arrays_of(reply: Reply) -> ArrayRecord:
+    assert reply.update is not None
+    return next(iter(reply.update.array_records.values()))
 
 
 def _view(
@@ -136,6 +167,7 @@ def _read(
     global_arrays: ArrayRecord,
     arrays_key: str,
     arrived: float,
+    defense: Defense,
 ) -> Reply:
     def refuse(status: str, reason: str, report: RoundReport = base) -> Reply:
         return Reply(s.device, report.with_status(status, reason[:500]), None, None, s.message)
@@ -154,16 +186,39 @@ def _read(
             return refuse(
                 "failed", f"reply names device {report.device!r}, expected {s.device.name!r}"
             )
+        impostor = defense.wrong_name(s.device.name, content.config_records[REPORT].get(NODE_NAME))
+        if impostor:
+            return refuse("failed", impostor)
         report = replace(report, start_s=s.start_s, model_version=s.model_version)
         report = replace(report, end_s=s.start_s + report.round_trip_s)
     else:
         report = _unprofiled(base, content, s.sent_at, arrived)
+    report, lies = check_costs(report, defense.bounds_of(s.device.profile))
+    if lies:
+        why = "cost report refused: " + "; ".join(lies)
+        if math.isnan(report.round_trip_s):  # cannot be placed on the clock
+            return refuse("failed", why, report)
+        report = replace(report, reason=_join(report.reason, why))
     if report.status != "ok":
         return Reply(s.device, report, None, state, s.message)
-    update, problem = _update(content, global_arrays, arrays_key)
+    update, problem = _update(
+        content, global_arrays, arrays_key, defense.examples_bound(s.device.name)
+    )
     if update is None:
-        return Reply(s.device, report.with_status("failed", problem[:500]), None, state, s.message)
+        return Reply(
+            s.device,
+            report.with_status("failed", _join(problem, report.reason)),
+            None,
+            state,
+            s.message,
+        )
+    if problem:  # what was left out of the update
+        report = replace(report, reason=_join(report.reason, problem))
     return Reply(s.device, report, update, state, s.message)
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)[:500]
 
 
 def _unprofiled(
@@ -176,52 +231,89 @@ def _unprofiled(
     return replace(
         base,
         kind=UNPROFILED,
-        num_examples=int(metrics.get(NUM_EXAMPLES, 0)),
+        num_examples=_count(metrics.get(NUM_EXAMPLES, 0.0)),
         train_loss=loss,
         round_trip_s=round_trip,
         end_s=base.start_s + round_trip,
     )
 
 
+def _count(value: float) -> int:
+    """A claimed example count as a row shows it (the update's own check refuses lies)."""
+    return int(value) if math.isfinite(value) and abs(value) < 2**63 else 0
+
+
 def _metrics(content: RecordDict) -> dict[str, float]:
-    records = content.metric_records
-    record = records.get(METRICS) or next(iter(records.values()), None)
+    record = _named(content.metric_records, METRICS)
     if record is None:
         return {}
-    return {k: float(v) for k, v in record.items() if isinstance(v, (int, float))}
+    return {
+        k: float(v)
+        for k, v in record.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+
+
+def _named(records: Mapping[str, T], key: str) -> T | None:
+    """The record under `key`, else the only one (a stock app may name it otherwise)."""
+    if key in records:
+        return records[key]
+    return next(iter(records.values())) if len(records) == 1 else None
 
 
 def _update(
-    content: RecordDict, global_arrays: ArrayRecord, arrays_key: str
+    content: RecordDict, global_arrays: ArrayRecord, arrays_key: str, max_examples: int
 ) -> tuple[RecordDict | None, str]:
-    """(the clean update, "") or (None, why it cannot be aggregated)."""
-    arrays = list(content.array_records.values())
-    if len(arrays) != 1:
-        return None, f"malformed reply: {len(arrays)} ArrayRecords, expected 1"
-    metrics = _metrics(content)
-    n = metrics.get(NUM_EXAMPLES)
+    """(the clean update, what was left out) or (None, why it cannot be aggregated)."""
+    records = content.array_records
+    arrays = _named(records, arrays_key)
+    if arrays is None:
+        return None, (
+            f"malformed reply: {len(records)} ArrayRecords {sorted(records)[:4]}, "
+            f"none named '{arrays_key}'"
+        )
+    if len(content.metric_records) > 1 and METRICS not in content.metric_records:
+        return None, (
+            f"malformed reply: {len(content.metric_records)} MetricRecords, none named '{METRICS}'"
+        )
+    n = _metrics(content).get(NUM_EXAMPLES)
     if n is None:
         return None, f"malformed reply: no '{NUM_EXAMPLES}' metric"
     if not (n >= 1 and float(n).is_integer()):
-        return None, f"malformed reply: '{NUM_EXAMPLES}'={n!r} is not a positive integer"
-    checked, problem = checked_update(arrays[0], global_arrays)
-    if checked is None:
+        return None, f"refused: '{NUM_EXAMPLES}'={n!r} is not a positive integer"
+    if n > max_examples:
+        return None, (
+            f"refused: '{NUM_EXAMPLES}'={n:g} exceeds the {max_examples} examples this device holds"
+        )
+    clean_arrays, problem = conform(arrays, global_arrays)
+    if clean_arrays is None:
         return None, problem
-    clean: dict[str, int | float | list[int] | list[float]] = {
-        k: v for k, v in metrics.items() if math.isfinite(v)
+    metrics: dict[str, int | float | list[int] | list[float]] = {
+        k: v for k, v in _metrics(content).items() if math.isfinite(v)
     }
-    clean[NUM_EXAMPLES] = int(n)
-    return RecordDict({arrays_key: checked, METRICS: MetricRecord(clean)}), ""
+    metrics[NUM_EXAMPLES] = int(n)
+    left_out = sorted(set(records) - {arrays_key} if arrays_key in records else [])
+    left_out += sorted(set(content.metric_records) - {METRICS})
+    left_out += sorted(content.config_records.keys() - {REPORT, STATE})
+    note = f"ignored extra record(s) {left_out[:5]}" if left_out else ""
+    return RecordDict({arrays_key: clean_arrays, METRICS: MetricRecord(metrics)}), note
 
 
-def checked_update(arrays: ArrayRecord, reference: ArrayRecord) -> tuple[ArrayRecord | None, str]:
-    """The update with every array read once, or (None, why it must not be averaged in)."""
+def conform(arrays: ArrayRecord, reference: ArrayRecord) -> tuple[ArrayRecord | None, str]:
+    """The update in the global model's dtypes, or None and why it must not be averaged in.
+
+    Every array is read once (fedbench.server.arrays.decode) and handed on
+    with its values, so the aggregation does not parse it again. Floating-point
+    arrays of another width are cast (a float64 update must not promote the
+    global model); integers where the model holds floats, or floats where it
+    holds integers, are refused.
+    """
     if set(reference.keys()) != set(arrays.keys()):
         extra = sorted(set(arrays.keys()) - set(reference.keys()))[:3]
         missing = sorted(set(reference.keys()) - set(arrays.keys()))[:3]
         return None, f"update keys differ from the global model (extra {extra}, missing {missing})"
     out = ArrayRecord()
-    for key in reference:
+    for key in list(reference):  # the global model's order
         array = arrays[key]
         expected = tuple(reference[key].shape)
         try:
@@ -230,10 +322,37 @@ def checked_update(arrays: ArrayRecord, reference: ArrayRecord) -> tuple[ArrayRe
             return None, f"update '{key}' cannot be read: {exc}"
         if tuple(values.shape) != expected:
             return None, f"update '{key}' has shape {tuple(values.shape)}, expected {expected}"
+        want = np.dtype(reference[key].dtype)  # the global model: ours, its header trusted
+        if values.dtype == want:
+            if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
+                return None, f"update has NaN/Inf in '{key}'"
+            out[key] = DecodedArray.of(array, values)
+            continue
+        if values.dtype.kind != want.kind and {values.dtype.kind, want.kind} != {"i", "u"}:
+            return None, f"refused: update '{key}' is {values.dtype}, the global model's is {want}"
+        with np.errstate(over="ignore", invalid="ignore"):
+            values = values.astype(want)
         if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
-            return None, f"update has NaN/Inf in '{key}'"
-        out[key] = DecodedArray.of(array, values)
+            return None, f"refused: update has NaN/Inf in '{key}' (as {want})"
+        out[key] = Array(np.array(values, order="C"))  # keeps 0-d arrays 0-d
     return out, ""
+
+
+def keep_dtypes(aggregated: ArrayRecord, previous: ArrayRecord) -> ArrayRecord:
+    """The aggregate in the global model's dtypes.
+
+    Flower's weighted averages return float64 for integer arrays (a
+    BatchNorm counter): cast back, rounding integers, so the global model
+    never changes type and the next round's updates still match it.
+    """
+    out: dict[str, Array] = {}
+    for key, array in aggregated.items():
+        values = array.numpy()
+        want = previous[key].numpy().dtype if key in previous else values.dtype
+        if values.dtype != want:
+            values = (np.rint(values) if want.kind in "iu" else values).astype(want)
+        out[key] = Array(np.array(values, order="C"))
+    return ArrayRecord(out)
 
 
 _EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Crash|Interrupt|Exit)): (.+)$")

@@ -1,20 +1,28 @@
-"""runtime=deployment on loopback: two emulated SuperNodes and one physical device.
+"""runtime=deployment on loopback: two emulated SuperNodes, two physical devices, attackers.
 
-fedbench starts the SuperLink (TLS + node authentication) and the two
-emulated devices' SuperNodes; when it asks for the physical device the test
-starts one with `python -m fedbench.device` (this host measured by the
-probe), and an intruder whose key was never registered. All three devices
-train in the round, the intruder is refused (and the refusal is in the run
-folder), and afterwards no process of the run is left.
+fedbench starts the SuperLink (TLS + node authentication, on 127.0.0.1
+only), the Fleet-only proxy on the public port and the two emulated
+devices' SuperNodes; when it asks for the physical devices the test starts
+one with `python -m fedbench.device` (this host measured by the probe), a
+second whose registered key was issued for another name and which claims
+the first one's name, and an intruder whose key was never registered. From
+outside, it also tries what the Control API would allow: `flwr run`,
+`flwr supernode register/unregister`, `flwr stop`, `GET /openapi.json`.
+The honest devices train; the Control calls, the intruder and the impostor
+are refused and the refusals are in the run folder; afterwards no process
+of the run is left.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import http.client
 import os
 import queue
+import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -26,7 +34,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from fedbench.runtime.flower import free_port
+from fedbench.runtime.flower import CONNECTION, FlowerCli, _json_documents, free_port, tool
 from fedbench.security import TlsFiles, issue_node_key, issue_tls
 
 pytestmark = pytest.mark.slow
@@ -41,8 +49,8 @@ def _lines(stream: object, out: queue.Queue[str]) -> None:
 
 def _device(superlink: str, ca: Path, key: Path, name: str, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "fedbench.device", "--superlink", superlink]
-        + ["--root-certificates", str(ca), "--auth-key", str(key), "--name", name, *extra],
+        [sys.executable, "-m", "fedbench.device", f"superlink={superlink}"]
+        + [f"root_certificates={ca}", f"auth_key={key}", f"name={name}", *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -132,54 +140,116 @@ def _tree(pid: int) -> list[psutil.Process]:
         return []
 
 
-def test_mixed_fleet_with_a_physical_device(tmp_path: Path) -> None:
+def _control_from_outside(public: str, ca: Path, key: Path, app: Path, home: Path) -> list[str]:
+    """What the Control API allows, tried against the public port; each call's error."""
+    cli = FlowerCli(home, public, ca)
+    commands = [
+        ["supernode", "register", str(key), CONNECTION],
+        ["supernode", "unregister", "1", CONNECTION],
+        ["stop", "1", CONNECTION],
+        ["supernode", "list", CONNECTION],
+        ["ls", CONNECTION],
+    ]
+    docs = cli.answers(commands)
+    run = subprocess.run(
+        [tool("flwr"), "run", str(app), CONNECTION, "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=cli.env,
+        cwd=home,
+        timeout=120,
+    )
+    docs += _json_documents(run.stdout)
+    ctx = ssl.create_default_context(cafile=str(ca))
+    host, port = public.split(":")
+    conn = http.client.HTTPSConnection(host, int(port), context=ctx, timeout=30)
+    conn.request("GET", "/openapi.json")
+    status = conn.getresponse().status
+    assert status == 403
+    assert len(docs) == len(commands) + 1 and not any(d.get("success") for d in docs), docs
+    return [str(d.get("error-message", "")) for d in docs]
+
+
+def test_mixed_fleet_with_physical_devices_and_attackers(tmp_path: Path) -> None:
     since = time.time()
     tls = issue_tls(tmp_path / "tls", ["127.0.0.1", "localhost"])
     probe = issue_node_key(tmp_path / "keys", "probe-host")
+    other = issue_node_key(tmp_path / "keys", "other-board")
     intruder = issue_node_key(tmp_path / "keys", "intruder")
     port = free_port()
     run_dir = tmp_path / "run"
     server, lines = serve(
         tls,
         port,
-        [probe.public_key],
+        [probe.public_key, other.public_key],
         run_dir,
         "experiment=smoke",
-        "fleet.devices=[{profile:rpi4,count:1},{profile:pixel2,count:1},{profile:physical,count:1}]",
-        "strategy.clients_per_round=3",
+        "fleet.devices=[{profile:rpi4,count:1},{profile:pixel2,count:1},{profile:physical,count:2}]",
+        "strategy.clients_per_round=4",
         "scenario.days=1",
         "scenario.pretrain.epochs=0",
     )
     superlink = f"127.0.0.1:{port}"
-    device = intruder_proc = None
+    device = impostor = intruder_proc = None
+    errors: list[str] = []
+    app = tmp_path / "app"
+    shutil.copytree(Path(__file__).parents[1] / "apps" / "quickstart", app)
 
     def join(line: str) -> None:
-        nonlocal device, intruder_proc
-        if "waiting for 1 physical device" in line and device is None:
+        nonlocal device, impostor, intruder_proc
+        if "waiting for 2 physical device" in line and device is None:
             # What a user does on the device: one command (README).
             device = _device(superlink, tls.ca_cert, probe.private_key, "probe-host")
+            # A registered key, claiming the seat of another device.
+            impostor = _device(superlink, tls.ca_cert, other.private_key, "probe-host")
             intruder_proc = _device(
-                superlink, tls.ca_cert, intruder.private_key, "intruder", "--max-wait-s", "8"
+                superlink, tls.ca_cert, intruder.private_key, "intruder", "max_wait_s=8"
+            )
+            errors.extend(
+                _control_from_outside(
+                    superlink, tls.ca_cert, intruder.public_key, app, tmp_path / "outside"
+                )
             )
 
     try:
-        log = follow(server, lines, join, timeout_s=240)
-        assert device is not None and intruder_proc is not None
+        log = follow(server, lines, join, timeout_s=360)
+        assert device is not None and impostor is not None and intruder_proc is not None
 
         out, _ = intruder_proc.communicate(timeout=60)
         assert intruder_proc.returncode == 3, out[-2000:]
         assert "did not admit this device" in out
 
+        for path in (
+            "register-node",
+            "unregister-node",
+            "stop-run",
+            "list-nodes",
+            "list-runs",
+            "start-run",
+        ):
+            assert any(
+                f"'403 Forbidden' for url 'https://{superlink}/v1/control/{path}'" in e
+                for e in errors
+            ), (path, errors)
+
         rows = list(csv.DictReader((run_dir / "rounds.csv").open()))
-        assert Counter(r["kind"] for r in rows) == {"emulated": 2, "physical": 1}
-        assert all(r["status"] == "ok" for r in rows), rows
-        phys = next(r for r in rows if r["kind"] == "physical")
-        assert phys["device"] == "physical-000" and float(phys["latency_s"]) > 0
+        assert Counter(r["kind"] for r in rows) == {"emulated": 2, "physical": 2}, rows
+        by_device = {r["device"]: r for r in rows}
+        assert all(by_device[d]["status"] == "ok" for d in ("rpi4-000", "pixel2-000"))
+        phys = by_device["physical-000"]
+        assert phys["status"] == "ok" and float(phys["latency_s"]) > 0
         assert float(phys["mem_budget_mb"]) > 0  # measured by the probe: MemAvailable
+        fake = by_device["physical-001"]
+        assert fake["status"] == "failed"
+        assert "announces itself as 'probe-host'" in fake["reason"]
+        assert "registered for 'other-board'" in fake["reason"]
         assert any("physical device probe-host is physical-000" in line for line in log)
+        assert any("physical-001: refused: node announces" in line for line in log)
 
         refused = (run_dir / "refused.log").read_text()
-        assert "ApiError:2004" in refused
+        assert "ApiError:2004" in refused  # the intruder's node
+        for path in ("/v1/control/start-run", "/v1/control/register-node", "/openapi.json"):
+            assert path in refused
 
         limits = {r["device"]: r for r in csv.DictReader((run_dir / "logs/limits.csv").open())}
         assert set(limits) == {"rpi4-000", "pixel2-000"}
@@ -199,8 +269,10 @@ def test_mixed_fleet_with_a_physical_device(tmp_path: Path) -> None:
         device.terminate()
         device.wait(timeout=60)
         assert _running(tree, timeout=15) == []
+        impostor.terminate()
+        impostor.wait(timeout=60)
     finally:
-        for proc in (server, device, intruder_proc):
+        for proc in (server, device, impostor, intruder_proc):
             _stop(proc)
 
 

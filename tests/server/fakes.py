@@ -26,6 +26,7 @@ from fedbench.report.records import RoundReport, to_record
 from fedbench.scenarios.base import RoundSpec
 from fedbench.server.close.base import RoundClose
 from fedbench.server.close.wait_all import WaitForAll
+from fedbench.server.defense import Defense
 from fedbench.server.evaluation import Evaluator, NoEvaluation
 from fedbench.server.fleet_strategy import FleetStrategy
 from fedbench.server.loop import LoopParts, LoopState, RoundLoop, ServerHook
@@ -167,6 +168,7 @@ def build_loop(
     train_config: ConfigRecord | None = None,
     per_call: int = 1,
     mode: RunMode | None = None,
+    defense: Defense | None = None,
 ) -> tuple[RoundLoop, FakeGrid, Ledger]:
     task_identity()
     names = sorted(devices)
@@ -195,6 +197,7 @@ def build_loop(
         train_config or ConfigRecord(),
         "arrays",
         timeout_s=0.2,  # host seconds: a device that never replies costs the test only this
+        defense=defense,
     )
     loop = (mode or Synchronous()).loop(parts)
     return loop, grid, ledger

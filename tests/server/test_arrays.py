@@ -9,7 +9,7 @@ import pytest
 from flwr.app import Array, ArrayRecord
 
 from fedbench.server.arrays import DecodedArray, decode
-from fedbench.server.replies import checked_update
+from fedbench.server.replies import conform
 
 
 @pytest.mark.parametrize(
@@ -41,12 +41,12 @@ def test_odd_files_fall_back_to_numpy_which_never_unpickles() -> None:
         decode(truncated)
 
 
-def test_a_checked_update_hands_its_values_to_the_aggregation() -> None:
+def test_a_conform_hands_its_values_to_the_aggregation() -> None:
     reference = ArrayRecord([np.zeros((2, 2), np.float32)])
     update = ArrayRecord([np.ones((2, 2), np.float32)])
-    checked, problem = checked_update(update, reference)
+    checked, problem = conform(update, reference)
     assert problem == "" and checked is not None
     array = next(iter(checked.values()))
     assert isinstance(array, DecodedArray) and np.array_equal(array.numpy(), np.ones((2, 2)))
     wrong = ArrayRecord([np.ones((3,), np.float32)])
-    assert checked_update(wrong, reference) == (None, "update '0' has shape (3,), expected (2, 2)")
+    assert conform(wrong, reference) == (None, "update '0' has shape (3,), expected (2, 2)")

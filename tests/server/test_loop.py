@@ -9,8 +9,10 @@ import torch
 from flwr.app import ArrayRecord, MetricRecord, RecordDict
 from flwr.serverapp.strategy import FedMedian, FedProx
 
+from fedbench.experiment.schema import DefenseConfig
 from fedbench.protocol import TASK
 from fedbench.server.close import Deadline, FirstK
+from fedbench.server.defense import Defense
 from fedbench.server.loop import LoopState
 from tests.server.fakes import Recorder, build_loop, device, spec, weights
 
@@ -45,7 +47,7 @@ def test_hooks_see_the_round_in_order_and_the_reports() -> None:
 
 def test_a_deadline_times_out_the_late_update_but_keeps_its_energy() -> None:
     loop, _, _ = build_loop(
-        {"fast": device(1.0, 1.0), "slow": device(9.0, 100.0, energy_j=7.0)},
+        {"fast": device(1.0, 1.0), "slow": device(9.0, 5.0, energy_j=7.0)},
         k=2,
         close=Deadline(deadline_s=5.0),
     )
@@ -120,7 +122,9 @@ def test_fedprox_sends_its_proximal_mu_and_fedmedian_aggregates() -> None:
     assert all(c["proximal-mu"] == 0.3 and c["server-round"] == 1 for c in configs)
     median = FedMedian(min_available_nodes=1, min_train_nodes=1, fraction_evaluate=0)
     devices = {"a": device(1.0, 1.0), "b": device(1.0, 2.0), "c": device(1.0, 100.0)}
-    loop, _, _ = build_loop(devices, k=3, algorithm=median)
+    # Without the server's norm bound (defense), the robust aggregator alone.
+    off = Defense(DefenseConfig(max_norm_ratio=None))
+    loop, _, _ = build_loop(devices, k=3, algorithm=median, defense=off)
     after = loop.run_round(spec(1), _state())
     assert np.allclose(after.arrays["w"].numpy(), 2.0)  # the median shrugs off +100
 
