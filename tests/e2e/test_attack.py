@@ -25,7 +25,7 @@ import torch
 from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
 
 from fedbench.experiment.compose import compose_experiment
-from fedbench.protocol import REPORT, TASK, TrainTask
+from fedbench.protocol import REPORT, TASK, tasks_from
 from fedbench.report.records import from_record, to_record
 from fedbench.server.app import run_server
 from tests.helpers import run_client, task_identity
@@ -132,7 +132,7 @@ class Devices:
 
     def device(self, name: str) -> Callable[[Message], RecordDict]:
         def reply(msg: Message) -> RecordDict:
-            task = TrainTask.from_record(msg.content.config_records[TASK])
+            (task,) = tasks_from(msg.content.config_records[TASK])
             out = run_client(msg).content
             task_identity()  # the client's run restored the process's identity
             if name == self.attacker:
