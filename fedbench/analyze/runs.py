@@ -63,8 +63,11 @@ SERVER_ROUND_COLUMNS: tuple[str, ...] = (
 NOT_PICKED = 0
 # Config keys that differ between the runs of one comparison (or change nothing
 # measured); everything else is the experiment's setup, which runs must share.
+# The server-side choices a comparison sets side by side, like strategies: they label
+# runs (fedbench.analyze.tables.labels) rather than split them into experiments.
+ARMS = ("algorithm", "mode", "round_close")
 NOT_SETUP = frozenset(
-    {"seed", "strategy", "name", "output_dir", "resume", "verbose", "runtime", "report"}
+    {"seed", "strategy", "name", "output_dir", "resume", "verbose", "runtime", "report", *ARMS}
 )
 
 
@@ -105,6 +108,8 @@ class Run:
     server_rows: tuple[dict[str, str], ...] | None = field(default=None, repr=False)
     durations: np.ndarray = field(default_factory=lambda: np.zeros(1), repr=False)
     round_energy: np.ndarray = field(default_factory=lambda: np.zeros(1), repr=False)
+    # ARMS, dotted key -> value, e.g. {"mode._target_": "fedbench.server.modes.FedBuff"}
+    arms: dict[str, Any] = field(default_factory=dict)
 
     @property
     def final_accuracy(self) -> float:
@@ -278,6 +283,7 @@ def load_run(path: Path) -> Run:
         strategy=module_of(str(strategy.get("_target_", "unknown"))),
         strategy_config=strategy,
         seed=int(config.get("seed", 0) or 0),
+        arms=arms_of(config, summary),
         devices=devices,
         status=str(summary.get("status", "unknown")),
         evaluations=tuple(evaluations),
@@ -294,6 +300,16 @@ def load_run(path: Path) -> Run:
         durations=durations,
         round_energy=energies,
     )
+
+
+def arms_of(config: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
+    """The run's ARMS, flattened; round_close only where the run had rounds to close.
+
+    An asynchronous run (summary `async`) aggregates by its buffer: the
+    round-close policy in its config did nothing and must not label it.
+    """
+    used = [a for a in ARMS if not (a == "round_close" and summary.get("async"))]
+    return flatten({a: config[a] for a in used if isinstance(config.get(a), dict)})
 
 
 def setup_hash(config: dict[str, Any]) -> str:

@@ -48,7 +48,6 @@ STRATEGY_COLOURS: dict[str, str] = {
 }
 # For anything else (a new strategy, a sweep over another parameter): in order.
 EXTRA_COLOURS: tuple[str, ...] = (
-    "#f0e442",
     "#882255",
     "#44aa99",
     "#999933",
@@ -56,30 +55,50 @@ EXTRA_COLOURS: tuple[str, ...] = (
     "#332288",
     "#88ccee",
     "#117733",
+    "#f0e442",  # yellow last: faint on white
 )
+# Runs labelled by the server's choices (`random [fedbuff]`): a colour per choice, in order.
+ARM_COLOURS: tuple[str, ...] = ("#0072b2", "#d55e00", "#009e73", "#cc79a7", "#e69f00", "#555555")
 LINE_STYLES: tuple[str, ...] = ("-", "--", ":", "-.")
 MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P")
 
 
 def base_strategy(label: str) -> str:
-    """'heteroaware(deadline_s=1.3)' -> 'heteroaware'."""
-    return label.split("(", 1)[0]
+    """'heteroaware(deadline_s=1.3)' -> 'heteroaware'; 'random [fedbuff]' -> 'random'."""
+    return label.split(" [", 1)[0].split("(", 1)[0]
+
+
+def arm_of(label: str) -> str:
+    """'random [synchronous, deadline]' -> 'synchronous, deadline'; '' without one."""
+    return label.split(" [", 1)[1].rstrip("]") if " [" in label else ""
 
 
 def strategy_styles(labels: Iterable[str]) -> dict[str, dict[str, str]]:
-    """Colour, line style and marker per label, the same for a label in every figure."""
+    """Colour, line style and marker per label, the same for a label in every figure.
+
+    Labels that differ by the server's choices (mode, round close, algorithm)
+    are coloured by that choice: it is what such a comparison is about.
+    Otherwise each strategy keeps its colour; variants differ by line style.
+    """
     ordered = sorted(set(labels))
+    arms = sorted({arm_of(label) for label in ordered})
+    by_arm = len(arms) > 1
     extra: dict[str, str] = {}
     variant: dict[str, int] = {}
     out: dict[str, dict[str, str]] = {}
     for label in ordered:
         base = base_strategy(label)
-        if base not in STRATEGY_COLOURS and base not in extra:
-            extra[base] = EXTRA_COLOURS[len(extra) % len(EXTRA_COLOURS)]
-        n = variant.get(base, 0)
-        variant[base] = n + 1
+        key = arm_of(label) if by_arm else base
+        if by_arm:
+            colour = ARM_COLOURS[arms.index(key) % len(ARM_COLOURS)]
+        else:
+            if base not in STRATEGY_COLOURS and base not in extra:
+                extra[base] = EXTRA_COLOURS[len(extra) % len(EXTRA_COLOURS)]
+            colour = STRATEGY_COLOURS.get(base) or extra[base]
+        n = variant.get(key, 0)
+        variant[key] = n + 1
         out[label] = {
-            "color": STRATEGY_COLOURS.get(base) or extra[base],
+            "color": colour,
             "linestyle": LINE_STYLES[n % len(LINE_STYLES)],
             "marker": MARKERS[n % len(MARKERS)],
         }

@@ -83,22 +83,54 @@ def mean_std(values: Iterable[float]) -> tuple[float, float]:
 
 
 def labels(runs: list[Run]) -> dict[Path, str]:
-    """Strategy label per run: its module name, plus the parameters that set it apart.
+    """Label per run: the strategy's module name, its parameters and the server's choices
+    (algorithm, mode, round close) that set it apart.
 
     Two sweeps of one strategy with different parameters (a tuned variant
-    next to the default) must not be averaged together.
+    next to the default), or under another run mode (sync vs FedBuff), must
+    not be averaged together: `random`, `random(beta=0.5)`, `random [fedbuff]`.
     """
     groups: dict[tuple[str, str], list[Run]] = defaultdict(list)
+    experiments: dict[str, list[Run]] = defaultdict(list)
     for run in runs:
         groups[(run.experiment, run.strategy)].append(run)
+        experiments[run.experiment].append(run)
+    arms = {
+        name: _differing([r.arms for r in members], present_only=True)
+        for name, members in experiments.items()
+    }
     out: dict[Path, str] = {}
     for members in groups.values():
-        keys = sorted({k for r in members for k in r.strategy_config})
-        differing = [k for k in keys if len({repr(r.strategy_config.get(k)) for r in members}) > 1]
+        differing = _differing([r.strategy_config for r in members])
         for run in members:
             extra = ", ".join(f"{k}={run.strategy_config.get(k)}" for k in differing)
-            out[run.path] = f"{run.strategy}({extra})" if extra else run.strategy
+            label = f"{run.strategy}({extra})" if extra else run.strategy
+            arm = _arm_label(run.arms, arms[run.experiment])
+            out[run.path] = f"{label} [{arm}]" if arm else label
     return out
+
+
+def _differing(configs: list[dict[str, Any]], present_only: bool = False) -> list[str]:
+    """Keys whose values differ; `present_only`: among the configs that have the key
+    (a FedBuff parameter does not set a FedBuff run apart from a synchronous one)."""
+    keys = sorted({k for c in configs for k in c})
+    return [
+        k for k in keys if len({repr(c.get(k)) for c in configs if k in c or not present_only}) > 1
+    ]
+
+
+def _arm_label(arms: dict[str, Any], differing: list[str]) -> str:
+    """`fedbuff`, `synchronous, deadline`, `mode.buffer_size=10`: what differs, short."""
+    parts = []
+    for key in differing:
+        if key not in arms:
+            continue  # a parameter of another class (a FedBuff key on a sync run)
+        value = arms[key]
+        if key.endswith("._target_"):
+            parts.append(str(value).rsplit(".", 1)[-1].lower())
+        else:
+            parts.append(f"{key}={value}")
+    return ", ".join(parts)
 
 
 def targets(

@@ -97,7 +97,8 @@ def check_arguments(obj: Any, params: Mapping[str, Any], where: str) -> None:
             if key not in named:
                 raise FedbenchError(
                     f"{where}.{key}: not an argument of {_name(obj)}{suggest(key, named)}; "
-                    f"valid: {choices(named)}"
+                    + (f"valid: {choices(named)}" if named else "it takes none")
+                    + f" (drop it with ~{where}.{key})"
                 )
     for name in named:
         p = parameters[name]

@@ -58,6 +58,7 @@ def make_folder(
     new_schema: bool = True,
     pretrain_epochs: int = 0,
     kind: str = "emulated",
+    server: dict[str, object] | None = None,
 ) -> Path:
     """config.yaml, rounds.csv, summary.json (and server_rounds.csv with `new_schema`)."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -72,6 +73,7 @@ def make_folder(
         "strategy": {"_target_": f"strategies.{strategy}.X", "clients_per_round": 2, "seed": seed},
         "scenario": {"_target_": target, "pretrain": {"epochs": pretrain_epochs}},
         "train": {"deadline_s": deadline_s},
+        **(server or {}),  # algorithm / mode / round_close groups
     }
     (folder / "config.yaml").write_text(yaml.safe_dump(config))
     columns = list(CSV_FIELDS) + [c for c in NEW_COLUMNS if new_schema and c not in CSV_FIELDS]
@@ -149,6 +151,9 @@ def make_folder(
         "accuracy_per_day": {str(d["day"]): d["accuracy"] for d in days},
         "totals": {"host_wall_s": 3.0},
     }
+    mode = (server or {}).get("mode")
+    if isinstance(mode, dict) and "FedBuff" in str(mode.get("_target_")):
+        summary["async"] = {"mode": "fedbuff", "buffer_size": mode.get("buffer_size")}
     (folder / "summary.json").write_text(json.dumps(summary))
     return folder
 

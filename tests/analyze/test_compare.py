@@ -63,6 +63,41 @@ def test_a_sweep_over_another_parameter_is_split_by_what_differs(tmp_path: Path)
     assert table.count("Target accuracy 45.0% (fixed)") == 2
 
 
+def test_sync_and_fedbuff_runs_are_arms_of_one_comparison(tmp_path: Path) -> None:
+    """Mode and round close label the runs, like strategies; they never split the experiment."""
+    sync = "fedbench.server.modes.Synchronous"
+    arms = {
+        "all": {"mode": {"_target_": sync}, "round_close": {"_target_": "x.close.WaitForAll"}},
+        "deadline": {
+            "mode": {"_target_": sync},
+            "round_close": {"_target_": "x.close.Deadline", "deadline_s": 1.5},
+        },
+        "fedbuff": {  # its round_close did nothing (an async run) and must not label it
+            "mode": {"_target_": "fedbench.server.modes.FedBuff", "buffer_size": 5},
+            "round_close": {"_target_": "x.close.Deadline", "deadline_s": 1.5},
+        },
+    }
+    for name, server in arms.items():
+        for seed in (0, 1):
+            make_folder(
+                tmp_path / f"{name}{seed}",
+                emulated_rounds(),
+                {0: 0.1, 3: 0.5 + 0.1 * seed},
+                seed=seed,
+                server=server,
+            )
+    table = compare(find_run_dirs([tmp_path]), None, target=0.45)
+    assert table.count("## tiny") == 1  # one experiment, three arms
+    rows = [line for line in table.splitlines() if line.startswith("| random")]
+    labels = sorted(line.split(" | ")[0].strip("| ") for line in rows)
+    assert labels == [
+        "random [fedbuff]",
+        "random [synchronous, deadline]",
+        "random [synchronous, waitforall]",
+    ]
+    assert all(" | 2/2 | " in line for line in rows)  # two seeds averaged per arm
+
+
 def test_a_strategy_keeps_its_colour_in_every_figure() -> None:
     alone = strategy_styles(["oort"])
     crowd = strategy_styles(["random", "oort", "heteroaware", "heteroaware(deadline_s=1.3)"])
