@@ -87,8 +87,15 @@ def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, A
         runtime = build_runtime(experiment)
         progress(f"{len(devices)} devices; waiting for their nodes")
         seating = runtime.seating(grid, experiment, run_dir)
+        view = FleetView(devices, experiment)
         fleet = FleetStrategy(
-            algorithm, selector, ledger, seating, to_json(experiment), _kinds(experiment, devices)
+            algorithm,
+            selector,
+            ledger,
+            seating,
+            to_json(experiment),
+            _kinds(experiment, devices),
+            view.traits if view.population is not None else None,
         )
         evaluator = side.evaluator(grid, fleet, runtime.round_timeout_s)
         resumed = checkpoint.load(run_dir)
@@ -105,13 +112,13 @@ def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, A
                 resumed.round, resumed.now_s, resumed.model_version, ArrayRecord(resumed.arrays)
             )
             progress(f"resuming after round {state.round} (virtual {clock(state.now_s)})")
-        view = FleetView(devices, experiment)
         rounds = sum(1 for _ in scenario.schedule())
         with console.task("rounds", total=rounds, unit="rounds") as task:
+            availability = AvailabilityHook(view, ledger)
             hooks = [
-                AvailabilityHook(view, ledger),
+                availability,
                 LedgerHook(ledger),
-                RecordHook(writer, server_rounds, wall_start),
+                RecordHook(writer, server_rounds, wall_start, availability),
                 LoggerHook(loggers, writer.energy_total),
                 ProgressHook(experiment.report.progress_per_round, wall_start, scenario.unit, task),
                 CheckpointHook(
