@@ -63,27 +63,25 @@ def run(argv: Sequence[str]) -> None:
     )
     print(f"{'devices':>8} {'draw_s':>8} {'available_s':>12} {'battery_day_s':>14}")
     for n in sizes:
-        devices = expand_fleet({**fleet, "scale": n})
-        names = list(dict.fromkeys(d.profile for d in devices))
-        profiles = [load_profile(p) for p in names]
-        code = np.array([names.index(d.profile) for d in devices], dtype=np.int32)
-        pop = draw(config, profiles, code, 0)
-        t_draw = _median_s(lambda: draw(config, profiles, code, 0), repeats)
-        t_inside = _median_s(lambda: pop.windows.inside(3 * 3600.0), repeats)
-        t0 = np.full(n, 2 * 3600.0)
-        t_day = _median_s(
-            lambda: advance(
-                pop.battery0_pct,
-                t0,
-                DAY_S + 2 * 3600.0,
-                pop.windows,
-                pop.idle_w,
-                pop.charge_w,
-                pop.capacity_wh,
-            ),
-            repeats,
-        )
-        print(f"{n:>8} {t_draw:>8.3f} {t_inside:>12.4f} {t_day:>14.3f}")
+        print(_row(n, config, fleet, repeats))
+
+
+def _row(n: int, config: PopulationConfig, fleet: dict, repeats: int) -> str:
+    devices = expand_fleet({**fleet, "scale": n})
+    names = list(dict.fromkeys(d.profile for d in devices))
+    profiles = [load_profile(p) for p in names]
+    code = np.array([names.index(d.profile) for d in devices], dtype=np.int32)
+    pop = draw(config, profiles, code, 0)
+    t_draw = _median_s(lambda: draw(config, profiles, code, 0), repeats)
+    t_inside = _median_s(lambda: pop.windows.inside(3 * 3600.0), repeats)
+    t0 = np.full(n, 2 * 3600.0)
+    day = DAY_S + 2 * 3600.0
+    w = pop.windows
+    t_day = _median_s(
+        lambda: advance(pop.battery0_pct, t0, day, w, pop.idle_w, pop.charge_w, pop.capacity_wh),
+        repeats,
+    )
+    return f"{n:>8} {t_draw:>8.3f} {t_inside:>12.4f} {t_day:>14.3f}"
 
 
 if __name__ == "__main__":

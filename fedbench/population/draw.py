@@ -85,8 +85,12 @@ def draw(
     profiles: Sequence[DeviceProfile | None],
     code: np.ndarray,
     seed: int,
+    names: Sequence[str] = (),
 ) -> Population:
-    """The population of a fleet whose device i has profile `profiles[code[i]]` (-1: none)."""
+    """The population of a fleet whose device i has profile `profiles[code[i]]` (-1: none).
+
+    `names`: the devices' names, for traces that name devices (else indices only).
+    """
     profiles = tuple(profiles)
     n = len(code)
     has = code >= 0
@@ -126,7 +130,7 @@ def draw(
     if trace.capacity or trace.availability:
         from fedbench.population.traces import apply_traces
 
-        pop = apply_traces(pop, trace)
+        pop = apply_traces(pop, trace, list(names) or [str(i) for i in range(n)])
     return pop
 
 

@@ -57,7 +57,9 @@ class FleetView:
         self.population: Population | None = None
         if config is not None:
             profiles = [self.profiles[name] for name in self.names]
-            self.population = draw(config, profiles, self.code, experiment.seed)
+            self.population = draw(
+                config, profiles, self.code, experiment.seed, [d.name for d in devices]
+            )
         self.low_battery = 0  # devices in a window but below the floor, at the last update
 
     def predict(
