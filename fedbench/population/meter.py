@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 from torch import nn
 
 from fedbench.devices.emulated_meter import EmulatedMeter
@@ -45,13 +46,33 @@ def comm_s(traits: Traits, model_bytes: int) -> float:
 
 def comm_energy_j(traits: Traits, model_bytes: int) -> float:
     """Radio energy of those two transfers (the RTTs at the radio's base power)."""
-    alpha_u, alpha_d, beta = RADIO_MW[traits.cellular]
+    return float(
+        radio_energy_j(
+            np.array([traits.down_mbps]),
+            np.array([traits.up_mbps]),
+            np.array([traits.rtt_ms]),
+            np.array([traits.cellular]),
+            model_bytes,
+        )[0]
+    )
+
+
+def radio_energy_j(
+    down_mbps: np.ndarray,
+    up_mbps: np.ndarray,
+    rtt_ms: np.ndarray,
+    cellular: np.ndarray,
+    model_bytes: int,
+) -> np.ndarray:
+    """comm_energy_j for many devices at once (their links as columns)."""
+    params = np.array([RADIO_MW[False], RADIO_MW[True]])[np.asarray(cellular, dtype=int)]
+    alpha_u, alpha_d, beta = params[:, 0], params[:, 1], params[:, 2]
     bits = 8.0 * model_bytes
-    down_s, up_s = bits / (traits.down_mbps * 1e6), bits / (traits.up_mbps * 1e6)
+    down_s, up_s = bits / (down_mbps * 1e6), bits / (up_mbps * 1e6)
     mw = (
-        (beta + alpha_d * traits.down_mbps) * down_s
-        + (beta + alpha_u * traits.up_mbps) * up_s
-        + beta * 2 * traits.rtt_ms / 1e3
+        (beta + alpha_d * down_mbps) * down_s
+        + (beta + alpha_u * up_mbps) * up_s
+        + beta * 2 * rtt_ms / 1e3
     )
     return mw / 1e3
 
