@@ -37,7 +37,7 @@ class LinkConfig:
 
 @dataclass(frozen=True)
 class NetworkConfig:
-    """Wi-Fi devices are drawn around their profile's network, cellular ones around `cellular`."""
+    """Devices are drawn around their profile's network; phones on cellular around `cellular`."""
 
     cellular_fraction: float = check(0.3, ge=0.0, le=1.0)
     cellular: LinkConfig = field(default_factory=LinkConfig)

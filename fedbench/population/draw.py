@@ -101,9 +101,9 @@ def draw(
         return np.where(has, values[safe], missing)
 
     speed = _speed(config, column(lambda p: p.os.background_share, 1.0), has, seed)
-    cellular, down, up, rtt = _network(config, column, has, seed)
     capacity = column(lambda p: p.battery.capacity_wh if p.battery.capacity_wh else np.nan)
     battery = ~np.isnan(capacity)
+    cellular, down, up, rtt = _network(config, column, battery, seed)
     b = config.battery
     rng = _rng(seed, _BATTERY)
     health = rng.uniform(b.health_min, b.health_max, n)
@@ -144,12 +144,15 @@ def _speed(config: PopulationConfig, share: np.ndarray, has: np.ndarray, seed: i
 
 
 def _network(
-    config: PopulationConfig, column: object, has: np.ndarray, seed: int
+    config: PopulationConfig, column: object, battery: np.ndarray, seed: int
 ) -> tuple[np.ndarray, ...]:
-    """Each device's link: its profile's (Wi-Fi/LAN) or cellular medians, log-normal spread."""
-    n = len(has)
+    """Each device's link: its profile's (Wi-Fi/LAN) or cellular medians, log-normal spread.
+
+    Only battery-powered devices (phones) may be on cellular; boards keep their LAN.
+    """
+    n = len(battery)
     net = config.network
-    cellular = has & (_rng(seed, _CELLULAR).random(n) < net.cellular_fraction)
+    cellular = battery & (_rng(seed, _CELLULAR).random(n) < net.cellular_fraction)
     spread = _rng(seed, _LINK).lognormal(0.0, net.sigma, size=(3, n))
     medians = []
     for key, cell in (
