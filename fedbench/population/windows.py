@@ -95,6 +95,12 @@ class Windows:
         phase = self._phase(t_s)
         return self._any((self.start_s <= phase) & (phase < self.end_s))
 
+    def device_inside(self, i: int, t_s: float) -> bool:
+        """`inside(t)[i]` for one device, without touching the others' rows."""
+        lo, hi = np.searchsorted(self.device, [i, i + 1])
+        phase = t_s % self.period_s[i]
+        return bool(np.any((self.start_s[lo:hi] <= phase) & (phase < self.end_s[lo:hi])))
+
     def charging_at(self, t_s: float | np.ndarray) -> np.ndarray:
         phase = self._phase(t_s)
         return self._any((self.start_s <= phase) & (phase < self.end_s) & self.charging)

@@ -149,7 +149,7 @@ class FleetView:
         if code < 0:
             return True
         if self.population is not None:
-            return bool(self.population.windows.inside(at_s)[device])
+            return self.population.windows.device_inside(device, at_s)
         return is_available(self.profiles[self.names[code]], at_s)
 
     def traits(self, server_round: int, device: int) -> Traits | None:

@@ -114,7 +114,7 @@ def test_inside_matches_each_devices_own_windows() -> None:
         for i in rng.integers(0, 300, 10):
             rows = w.device == i
             want = np.any((w.start_s[rows] <= phase) & (phase < w.end_s[rows]))
-            assert got[i] == want
+            assert got[i] == want == w.device_inside(int(i), t)
 
 
 def test_mains_powered_devices_keep_their_profile_hours_and_have_no_battery() -> None:
