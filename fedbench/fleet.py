@@ -64,3 +64,11 @@ def _scaled(counts: list[tuple[str, int]], scale: int) -> list[tuple[str, int]]:
     for i in order[: max(0, leftover)]:
         floors[i] += 1
     return [(p, n) for (p, _), n in zip(counts, floors, strict=True)]
+
+
+if __name__ == "__main__":
+    import sys
+
+    from fedbench.population.describe import main
+
+    sys.exit(main())

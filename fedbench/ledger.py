@@ -40,7 +40,10 @@ class Ledger:
     mem_budget_mb: np.ndarray = field(init=False)
     temp_c: np.ndarray = field(init=False)
     battery_pct: np.ndarray = field(init=False)
-    state_time_s: np.ndarray = field(init=False)  # virtual time temp/battery refer to
+    state_time_s: np.ndarray = field(init=False)  # virtual time temp refers to
+    # Virtual time battery_pct refers to; NaN: the server does not keep the device's
+    # battery on the clock (no fleet.population), the device reports it after each round.
+    battery_time_s: np.ndarray = field(init=False)
     train_loss: np.ndarray = field(init=False)
     num_examples: np.ndarray = field(init=False)
     utility: np.ndarray = field(init=False)  # statistical utility (Oort: |B| sqrt(mean loss^2))
@@ -73,6 +76,7 @@ class Ledger:
             "temp_c",
             "battery_pct",
             "state_time_s",
+            "battery_time_s",
             "train_loss",
             "num_examples",
             "utility",

@@ -21,6 +21,7 @@ from flwr.app import ConfigRecord, RecordDict
 from fedbench.devices.meter import DeviceState
 from fedbench.errors import FedbenchError
 from fedbench.experiment.codec import EXPERIMENT_KEY
+from fedbench.population.traits import Traits
 
 TASK = "fedbench"  # the ConfigRecord fedbench adds to a train (or evaluate) message
 REPORT = "fedbench-report"  # the RoundReport in a reply (fedbench.report.records)
@@ -50,6 +51,18 @@ class TrainTask:
     now_s: float  # virtual time at which the device starts
     model_version: int  # the global model version sent (aggregations so far)
     state: DeviceState | None  # last emulated state (None: the device's first round)
+    traits: Traits | None = None  # the device's own draw (fleet.population), if any
+
+
+# The Traits of the devices of a message, one list each (kebab-case keys).
+_TRAITS = {
+    "speed": "speed",
+    "down_mbps": "down-mbps",
+    "up_mbps": "up-mbps",
+    "rtt_ms": "rtt-ms",
+    "capacity_wh": "capacity-wh",
+    "cellular": "cellular",
+}
 
 
 def tasks_record(tasks: Sequence[TrainTask], experiment_json: str) -> ConfigRecord:
@@ -62,8 +75,13 @@ def tasks_record(tasks: Sequence[TrainTask], experiment_json: str) -> ConfigReco
         raise ValueError("a fedbench message names at least one device")
     first = tasks[0]
     states = [t.state or DeviceState(math.nan, math.nan, math.nan) for t in tasks]
+    traits = [t.traits for t in tasks if t.traits is not None]
+    if traits and len(traits) != len(tasks):
+        raise ValueError("the devices of one message either all carry traits or none does")
+    drawn = {f"trait-{key}": [getattr(t, name) for t in traits] for name, key in _TRAITS.items()}
     return ConfigRecord(
         {
+            **(drawn if traits else {}),
             EXPERIMENT_KEY: experiment_json,
             "round": first.round,
             "day": first.day,
@@ -90,8 +108,11 @@ def tasks_from(record: ConfigRecord) -> list[TrainTask]:
             times
         ):
             raise ValueError("per-device lists of different lengths")
+        traits = _traits_from(record, len(indices))
         tasks = []
-        for i, name, temp, battery, at in zip(indices, names, temps, batteries, times, strict=True):
+        for k, (i, name, temp, battery, at) in enumerate(
+            zip(indices, names, temps, batteries, times, strict=True)
+        ):
             state = DeviceState(float(temp), float(battery), float(at))  # type: ignore[arg-type]
             tasks.append(
                 TrainTask(
@@ -102,6 +123,7 @@ def tasks_from(record: ConfigRecord) -> list[TrainTask]:
                     now_s=float(record["now-s"]),  # type: ignore[arg-type]
                     model_version=int(record["model-version"]),  # type: ignore[arg-type]
                     state=None if math.isnan(state.time_s) else state,
+                    traits=traits[k] if traits else None,
                 )
             )
         return tasks
@@ -134,3 +156,25 @@ def state_from(record: ConfigRecord, prefix: str = "") -> DeviceState | None:
         float(record[f"{prefix}time-s"]),  # type: ignore[arg-type]
     )
     return None if math.isnan(state.time_s) else state
+
+
+def _traits_from(record: ConfigRecord, n: int) -> list[Traits]:
+    if "trait-speed" not in record:
+        return []
+    columns: dict[str, list[float]] = {}
+    for name, key in _TRAITS.items():
+        values = record[f"trait-{key}"]
+        if not isinstance(values, list) or len(values) != n:
+            raise ValueError(f"trait-{key}: expected {n} values")
+        columns[name] = [float(v) for v in values]  # type: ignore[arg-type]
+    return [
+        Traits(
+            speed=columns["speed"][k],
+            down_mbps=columns["down_mbps"][k],
+            up_mbps=columns["up_mbps"][k],
+            rtt_ms=columns["rtt_ms"][k],
+            capacity_wh=columns["capacity_wh"][k],
+            cellular=bool(columns["cellular"][k]),
+        )
+        for k in range(n)
+    ]

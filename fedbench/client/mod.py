@@ -196,7 +196,11 @@ def _report(seat: Seat, cost: Cost, reply: Message) -> RoundReport:
     comm = 0.0 if math.isnan(cost.comm_s) else cost.comm_s
     round_trip = cost.latency_s + comm if not math.isnan(cost.latency_s) else math.nan
     fields: dict[str, object] = {k: getattr(cost, k) for k in _COST_FIELDS}
+    state = seat.task.state
+    start = state.battery_pct if state is not None else math.nan
     fields.update(
+        battery_pct_start=cost.extra.get("battery_pct_start", start),
+        comm_energy_j=cost.extra.get("comm_energy_j", math.nan),
         round_trip_s=round_trip,
         end_s=seat.task.now_s + round_trip,
         num_examples=int(metrics.get(NUM_EXAMPLES, 0)) if trained else 0,

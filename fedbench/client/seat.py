@@ -28,6 +28,7 @@ from fedbench.experiment.build import workload_optimizer
 from fedbench.experiment.codec import EXPERIMENT_KEY, from_json
 from fedbench.experiment.schema import Experiment
 from fedbench.fleet import DeviceSpec, expand_fleet
+from fedbench.population.traits import Traits
 from fedbench.protocol import TASK, TrainTask, tasks_from
 from fedbench.report.records import RoundReport
 
@@ -128,7 +129,17 @@ def seat_of(msg: Message, context: Context) -> Seat | None:
             f"emulated device {device.name!r} ({device.profile})"
         )
     meter = meter_of(experiment, device)
+    if task.traits is not None:
+        meter = _varied(meter, task.traits)
     return Seat(experiment, task, device, meter, context.node_id)
+
+
+def _varied(meter: Meter, traits: Traits) -> Meter:
+    """An emulated device's meter with its population draw applied (fedbench.population)."""
+    from fedbench.devices.emulated_meter import EmulatedMeter
+    from fedbench.population.meter import VariedMeter
+
+    return VariedMeter(meter, traits) if isinstance(meter, EmulatedMeter) else meter
 
 
 def meter_of(experiment: Experiment, device: DeviceSpec) -> Meter:

@@ -18,6 +18,7 @@ from fedbench.devices.faults import FaultModel, fault_models
 from fedbench.devices.knobs import Knobs
 from fedbench.errors import FedbenchError
 from fedbench.experiment.app import AppConfig
+from fedbench.experiment.population import PopulationConfig
 from fedbench.experiment.target import Target
 from fedbench.experiment.typed import check, dump, parse
 
@@ -76,13 +77,18 @@ class DeviceGroup:
 # eq=False: compared and hashed by identity, so a decoded fleet can key a cache.
 @dataclass(frozen=True, eq=False)
 class FleetConfig:
-    """conf/fleet: groups of `{profile, count}`, resized by `scale`, with knobs and faults."""
+    """conf/fleet: groups of `{profile, count}`, resized by `scale`, with knobs and faults.
+
+    `population` (None: every device is its profile) draws each device its
+    own speed, network, availability and battery (fedbench.population).
+    """
 
     name: str
     devices: tuple[DeviceGroup, ...]
     scale: int | None = check(None, ge=1, le=MAX_DEVICES)
     knobs: Mapping[str, Any] = field(default_factory=dict)
     faults: Mapping[str, Any] = field(default_factory=dict)
+    population: PopulationConfig | None = None
 
     def __post_init__(self) -> None:
         if not self.devices:

@@ -47,7 +47,8 @@ class RoundReport:
     round_trip_s: float = math.nan  # latency_s + comm_s (+ queueing)
     start_s: float = math.nan  # virtual time the device got the model (run clock)
     end_s: float = math.nan  # virtual time its reply arrived: start_s + round_trip_s
-    energy_j: float = math.nan
+    energy_j: float = math.nan  # of local training (compute)
+    comm_energy_j: float = math.nan  # of the radio for comm_s (fleet.population only)
     avg_power_w: float = math.nan
     peak_mem_mb: float = math.nan
     mem_budget_mb: float = math.nan
@@ -56,7 +57,8 @@ class RoundReport:
     temp_c_end: float = math.nan
     freq_ghz_avg: float = math.nan
     throttled_frac: float = math.nan
-    battery_pct: float = math.nan
+    battery_pct_start: float = math.nan  # battery level the round started at
+    battery_pct: float = math.nan  # battery level after the round (training + radio)
     model_version: int = -1  # the global model version it trained on (0: the initial one)
     staleness: int = 0  # versions applied between that one and the aggregation that used it
     host_wall_s: float = math.nan  # real seconds on the machine that ran the client

@@ -30,6 +30,8 @@ class ServerRound:
     close: str  # the round-close policy: all | first_k | deadline
     close_reason: str  # what ended the round
     model_version: int  # the global model's version after the round
+    available: int  # devices the strategy could pick at the round's start
+    low_battery: int  # devices in an availability window but below the battery floor
     host_round_s: float  # host seconds from configure to aggregate
     server_s: float  # of those, the server's own work (selection, replies, aggregation)
 

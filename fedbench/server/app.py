@@ -112,8 +112,15 @@ def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, 
         )
         progress(f"{len(devices)} devices; waiting for their nodes")
         seating = runtime.seating(grid, experiment, run_dir)
+        view = FleetView(devices, experiment)
         fleet = FleetStrategy(
-            algorithm, selector, ledger, seating, to_json(experiment), _kinds(experiment, devices)
+            algorithm,
+            selector,
+            ledger,
+            seating,
+            to_json(experiment),
+            _kinds(experiment, devices),
+            view.traits if view.population is not None else None,
         )
         evaluator = side.evaluator(grid, fleet, runtime.round_timeout_s)
         if resumed is None:
@@ -136,14 +143,14 @@ def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, 
             mark = rows.advance(int(ckpt.writer["csv_bytes"]))
             checkpoint.save(run_dir, replace(ckpt, writer={**ckpt.writer, "integrity": mark}))
 
-        view = FleetView(devices, experiment)
         rounds = sum(1 for _ in scenario.schedule())
         with console.task("rounds", total=rounds, unit="rounds") as task:
+            availability = AvailabilityHook(view, ledger)
             hooks = [
-                AvailabilityHook(view, ledger),
+                availability,
                 LedgerHook(ledger),
                 watch,  # before the records: the summary names rounds without an update
-                RecordHook(writer, server_rounds, wall_start),
+                RecordHook(writer, server_rounds, wall_start, availability),
                 LoggerHook(loggers, writer.energy_total),
                 ProgressHook(experiment.report.progress_per_round, wall_start, scenario.unit, task),
                 CheckpointHook(save, selector, algorithm, ledger, writer, server_rounds),

@@ -21,7 +21,7 @@ Clients must send what the wrapped strategy aggregates (one ArrayRecord,
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +32,7 @@ from flwr.serverapp.strategy import Strategy
 from fedbench.errors import FedbenchError
 from fedbench.fleet import DeviceSpec
 from fedbench.ledger import Ledger
+from fedbench.population.traits import Traits
 from fedbench.protocol import TASK, TrainTask, tasks_record
 from fedbench.scenarios.base import RoundSpec
 from fedbench.server.offer import Offer, TooFewDevices
@@ -56,6 +57,7 @@ class FleetStrategy(Strategy):
         seating: Seating,
         experiment_json: str,
         kinds: tuple[str, ...],
+        traits: Callable[[int, int], Traits | None] | None = None,
     ) -> None:
         self.inner = inner
         self.selector = selector
@@ -63,6 +65,8 @@ class FleetStrategy(Strategy):
         self.seating = seating
         self.experiment_json = experiment_json
         self.kinds = kinds  # per device: the meter kind its node reports (emulated, physical, host)
+        # (round, device) -> the device's population draw for its message (FleetView.traits)
+        self.traits = traits
         self.round_start: RoundStart | None = None
         self.picked: list[int] = []
         self.sent: list[Sent] = []
@@ -143,6 +147,7 @@ class FleetStrategy(Strategy):
                     now_s=start.now_s,
                     model_version=start.model_version,
                     state=self.ledger.state(device.index) if with_state else None,
+                    traits=self.traits(start.spec.round, device.index) if self.traits else None,
                 )
                 for device in devices
             ]

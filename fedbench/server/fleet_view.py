@@ -7,6 +7,11 @@ each profile's daily pattern at the virtual clock. Predictions are for the
 memory plan the device would pick (fedbench.train.round_plan; budget at
 virtual time 0). Host and physical devices have no profile: their
 predictions stay NaN and they are always available.
+
+With `fleet.population` every device is its own draw (fedbench.population):
+predictions are scaled by its speed and use its own link, availability is
+its own windows, and the view keeps every battery on the virtual clock
+(idle drain, charging) and takes devices below the floor out of the pick.
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from fedbench.experiment.build import workload_optimizer
 from fedbench.experiment.schema import Experiment
 from fedbench.fleet import DeviceSpec
 from fedbench.ledger import Ledger
+from fedbench.population.draw import Population, draw
+from fedbench.population.traits import Traits
+from fedbench.population.windows import advance
 from fedbench.scenarios.base import Scenario
 from fedbench.scenarios.context import DataContext
 from fedbench.train.loop import step_sizes
@@ -45,6 +53,14 @@ class FleetView:
             self.code[idx] = code
         self.knobs = dict(experiment.fleet.knobs)
         self.optimizer = workload_optimizer(experiment.train)
+        config = experiment.fleet.population
+        self.population: Population | None = None
+        if config is not None:
+            profiles = [self.profiles[name] for name in self.names]
+            self.population = draw(
+                config, profiles, self.code, experiment.seed, [d.name for d in devices]
+            )
+        self.low_battery = 0  # devices in a window but below the floor, at the last update
 
     def predict(
         self,
@@ -82,6 +98,9 @@ class FleetView:
             # that fits with micro-batches or checkpointing is not predicted oom.
             em = meter.emulate(model, plan_round(model, job, meter, mode).job)
             scale = examples / ref
+            pop = self.population
+            if pop is not None:
+                scale = scale / pop.speed[idx]
             ledger.pred_peak_mem_mb[idx] = em.peak_mem_mb
             ledger.mem_budget_mb[idx] = em.mem_budget_mb
             ledger.pred_latency_s[idx] = em.latency_s * scale if em.status == "ok" else np.inf
@@ -89,12 +108,52 @@ class FleetView:
             ledger.pred_comm_s[idx] = comm_time_s(profile, model_bytes)
             trips = profile.thermal.trips
             ledger.throttle_temp_c[idx] = trips[0].temp_c if trips else profile.thermal.critical_c
+            if pop is not None:
+                bits = 8.0 * model_bytes  # each device's own link, without a round's jitter
+                ledger.pred_comm_s[idx] = (
+                    bits / (pop.down_mbps[idx] * 1e6)
+                    + bits / (pop.up_mbps[idx] * 1e6)
+                    + 2 * pop.rtt_ms[idx] / 1e3
+                )
+                # Every device starts at its drawn level and the profile's ambient, so
+                # the first round starts from the population, not from a full battery.
+                ledger.battery_pct[idx] = pop.battery0_pct[idx]
+                ledger.battery_time_s[idx] = 0.0
+                ledger.temp_c[idx] = profile.thermal.ambient_c
+                ledger.state_time_s[idx] = 0.0
 
     def update_availability(self, ledger: Ledger, now_s: float) -> None:
-        for name, idx in self.groups.items():
-            ledger.available[idx] = is_available(self.profiles[name], now_s)
+        pop = self.population
+        if pop is None:
+            for name, idx in self.groups.items():
+                ledger.available[idx] = is_available(self.profiles[name], now_s)
+            return
+        ledger.battery_pct[:] = advance(
+            ledger.battery_pct,
+            ledger.battery_time_s,
+            now_s,
+            pop.windows,
+            pop.idle_w,
+            pop.charge_w,
+            pop.capacity_wh,
+        )
+        ledger.battery_time_s[~np.isnan(ledger.battery_time_s)] = now_s
+        window = pop.windows.inside(now_s) | ~pop.windows.described
+        low = ledger.battery_pct < pop.floor_pct  # NaN (no battery): False
+        ledger.available[:] = window & ~low
+        self.low_battery = int((window & low).sum())
 
     def available_at(self, device: int, at_s: float) -> bool:
         """Whether device `device` is available at virtual time `at_s` (no profile: always)."""
         code = int(self.code[device])
-        return code < 0 or is_available(self.profiles[self.names[code]], at_s)
+        if code < 0:
+            return True
+        if self.population is not None:
+            return self.population.windows.device_inside(device, at_s)
+        return is_available(self.profiles[self.names[code]], at_s)
+
+    def traits(self, server_round: int, device: int) -> Traits | None:
+        """What the device's train message carries of its draw (None: no population)."""
+        if self.population is None or self.code[device] < 0:
+            return None
+        return self.population.traits(server_round, device)

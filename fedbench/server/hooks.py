@@ -36,9 +36,13 @@ class AvailabilityHook(ServerHook):
     def __init__(self, view: FleetView, ledger: Ledger) -> None:
         self.view = view
         self.ledger = ledger
+        self.available = len(ledger)  # at the last round's start
+        self.low_battery = 0
 
     def before_round(self, spec: RoundSpec, now_s: float) -> None:
         self.view.update_availability(self.ledger, now_s)
+        self.available = int(self.ledger.available.sum())
+        self.low_battery = self.view.low_battery
 
 
 class LedgerHook(ServerHook):
@@ -59,10 +63,12 @@ class RecordHook(ServerHook):
         writer: RunWriter,
         server_rounds: ServerRoundsWriter,
         wall_start: float,
+        availability: AvailabilityHook | None = None,
     ) -> None:
         self.writer = writer
         self.server_rounds = server_rounds
         self.wall_start = wall_start
+        self.availability = availability
 
     def on_round(self, outcome: RoundOutcome, state: LoopState) -> None:
         self.writer.rounds(outcome.reports)
@@ -80,6 +86,8 @@ class RecordHook(ServerHook):
                 close=outcome.closing.policy,
                 close_reason=outcome.skipped or outcome.closing.reason,
                 model_version=outcome.model_version,
+                available=self.availability.available if self.availability else -1,
+                low_battery=self.availability.low_battery if self.availability else 0,
                 host_round_s=outcome.host_round_s,
                 server_s=outcome.server_s,
             )

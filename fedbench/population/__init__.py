@@ -1,0 +1,1 @@
+"""Device populations: per-device variation drawn from distributions or read from traces."""

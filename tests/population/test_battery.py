@@ -1,0 +1,96 @@
+"""Batteries over the virtual clock: idle drain, charging windows, training and radio drain."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fedbench.devices.meter import Cost, DeviceState
+from fedbench.population.meter import comm_energy_j, comm_s, vary
+from fedbench.population.traits import Traits
+from fedbench.population.windows import DAY_S, Windows, advance, charging_seconds
+
+H = 3600.0
+
+
+def _one(start_h: float, hours: float, charging: bool = True) -> Windows:
+    return Windows.build(
+        1,
+        np.array([0]),
+        np.array([start_h * H]),
+        np.array([hours * H]),
+        np.array([charging]),
+        np.array([DAY_S]),
+        np.array([True]),
+    )
+
+
+def _level(windows: Windows, pct: float, t0_h: float, t1_h: float) -> float:
+    out = advance(
+        np.array([pct]),
+        np.array([t0_h * H]),
+        t1_h * H,
+        windows,
+        idle_w=np.array([0.5]),
+        charge_w=np.array([10.0]),
+        capacity_wh=np.array([10.0]),
+    )
+    return float(out[0])
+
+
+def test_charging_fills_then_idle_drains_exactly_edge_to_edge() -> None:
+    night = _one(0.0, 6.0)  # charging 00:00-06:00, 10 W into a 10 Wh battery
+    # 50% + 10 W x 0.5 h = full; then 10 idle hours at 0.5 W = 5 Wh = 50%.
+    assert _level(night, 50.0, 0.0, 6.0) == pytest.approx(100.0)
+    assert _level(night, 50.0, 0.0, 16.0) == pytest.approx(50.0)
+    # Idle from 06:00 to 24:00 (18 h x 0.5 W = 9 Wh): 100 -> 10; the next night refills it.
+    assert _level(night, 100.0, 6.0, 24.0) == pytest.approx(10.0)
+    assert _level(night, 100.0, 6.0, 25.0) == pytest.approx(100.0)
+    # Empty stays empty, it does not go below 0.
+    assert _level(night, 5.0, 6.0, 23.0) == 0.0
+
+
+def test_a_window_that_wraps_midnight_charges_on_both_sides() -> None:
+    late = _one(22.0, 4.0)  # 22:00-02:00
+    assert charging_seconds(late, 0.0, DAY_S)[0] == pytest.approx(4 * H)
+    assert charging_seconds(late, 21 * H, 23 * H)[0] == pytest.approx(1 * H)
+    assert _level(late, 10.0, 22.0, 23.0) == pytest.approx(100.0)  # 10 Wh in 1 h at 10 W
+    assert late.inside(1.5 * H)[0] and late.inside(23 * H)[0] and not late.inside(3 * H)[0]
+
+
+def test_session_windows_are_available_but_not_charging() -> None:
+    session = _one(12.0, 1.0, charging=False)
+    assert session.inside(12.5 * H)[0] and not session.charging_at(12.5 * H)[0]
+    assert _level(session, 50.0, 12.0, 13.0) == pytest.approx(45.0)  # 0.5 Wh of 10
+
+
+TRAITS = Traits(
+    speed=0.5, down_mbps=20.0, up_mbps=5.0, rtt_ms=40.0, capacity_wh=10.0, cellular=True
+)
+
+
+def test_the_device_draw_scales_the_profiles_cost_and_drains_its_battery() -> None:
+    state = DeviceState(30.0, 99.0, 100.0 + 60.0)
+    cost = Cost(latency_s=60.0, energy_j=120.0, comm_s=1.0, battery_pct=99.0, state_after=state)
+    model_bytes = 1_000_000
+    got = vary(cost, TRAITS, 100.0, 80.0, model_bytes)
+    assert got.latency_s == 120.0 and got.energy_j == 240.0  # half the speed: twice the time
+    radio = comm_energy_j(TRAITS, model_bytes)
+    # LTE: (beta + alpha_d x 20) x 0.4 s + (beta + alpha_u x 5) x 1.6 s + beta x 0.08 s
+    want = ((1288.04 + 51.97 * 20) * 0.4 + (1288.04 + 438.39 * 5) * 1.6 + 1288.04 * 0.08) / 1e3
+    assert radio == pytest.approx(want)
+    assert got.comm_s == pytest.approx(comm_s(TRAITS, model_bytes)) == pytest.approx(2.08)
+    assert got.battery_pct == pytest.approx(80.0 - 100 * (240.0 + radio) / 36_000)
+    assert got.state_after is not None
+    assert got.state_after.battery_pct == got.battery_pct
+    assert got.state_after.time_s == 100.0 + 120.0
+    assert got.extra["battery_pct_start"] == 80.0 and got.extra["comm_energy_j"] == radio
+
+
+def test_a_battery_that_cannot_supply_the_round_drops_the_device() -> None:
+    cost = Cost(latency_s=600.0, energy_j=3000.0, battery_pct=1.0)
+    got = vary(cost, TRAITS, 0.0, 1.0, 1000)
+    assert got.status == "dropped" and "battery at 1.0% cannot supply" in got.reason
+    assert math.isnan(got.energy_j) and got.battery_pct == 1.0

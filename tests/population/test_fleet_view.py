@@ -1,0 +1,65 @@
+"""The server's view of a drawn population: predictions, availability and batteries."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fedbench.fleet import expand_fleet
+from fedbench.ledger import Ledger
+from fedbench.models import build_model
+from fedbench.scenarios.daily import DailyScenario
+from fedbench.server.fleet_view import FleetView
+from tests.bad_inputs import _typed
+
+
+def _view(*overrides: str) -> tuple[FleetView, Ledger]:
+    experiment = _typed(["fleet=phones_100", "+fleet.scale=1000", *overrides])
+    devices = expand_fleet(experiment.fleet)  # type: ignore[attr-defined]
+    ledger = Ledger(devices)
+    view = FleetView(devices, experiment)  # type: ignore[arg-type]
+    model, _ = build_model("small_cnn")
+    scenario = DailyScenario(days=1, new_samples_per_day=48)
+    view.predict(ledger, model, experiment, scenario, None)  # type: ignore[arg-type]
+    return view, ledger
+
+
+def test_a_thousand_default_phones_have_hundreds_of_distinct_round_latencies() -> None:
+    view, ledger = _view()
+    assert len(ledger) == 1000
+    assert len(np.unique(ledger.pred_latency_s)) >= 900
+    assert len(np.unique(np.round(ledger.pred_comm_s, 9))) >= 900
+    # Without a population they are clones of their 8 profiles (the issue's 6 values).
+    _, clones = _view("fleet.population=null")
+    assert len(np.unique(clones.pred_latency_s)) <= 8
+    # Every device starts from its drawn battery level, not a full one.
+    assert view.population is not None
+    assert np.array_equal(ledger.battery_pct, view.population.battery0_pct)
+
+
+def test_availability_is_each_devices_windows_and_a_battery_floor() -> None:
+    view, ledger = _view()
+    pop = view.population
+    assert pop is not None
+    at_3am = 3 * 3600.0
+    view.update_availability(ledger, at_3am)
+    assert np.array_equal(ledger.available, pop.windows.inside(at_3am))
+    # A device whose battery is below the floor is not picked, even in its window.
+    view.update_availability(ledger, 86_400 + 12 * 3600.0)
+    ledger.battery_pct[:10] = 5.0
+    in_window = pop.windows.inside(86_400 + 12.5 * 3600.0)
+    view.update_availability(ledger, 86_400 + 12.5 * 3600.0)
+    assert not ledger.available[:10].any()
+    assert view.low_battery >= int(in_window[:10].sum())
+    # The clock moved every battery to the round's start.
+    assert np.all(ledger.battery_time_s == 86_400 + 12.5 * 3600.0)
+
+
+def test_traits_carry_the_devices_draw_with_a_rounds_jitter() -> None:
+    view, _ = _view()
+    pop = view.population
+    assert pop is not None
+    a, b = view.traits(1, 5), view.traits(2, 5)
+    assert a is not None and b is not None
+    assert a.speed == b.speed == pop.speed[5]
+    assert a.down_mbps != b.down_mbps  # jittered per round around the device's own
+    assert view.traits(1, 5) == a  # and the same for the same round
