@@ -686,7 +686,9 @@ def run_case(case: Case) -> str:
         try:
             case.trigger(Path(tmp))
         except FedbenchError as exc:
-            return str(exc).replace(tmp, "<tmp>")
+            # Paths of this machine are not part of the message a user reads in the docs.
+            root = str(Path(__file__).resolve().parents[1])
+            return str(exc).replace(tmp, "<tmp>").replace(root, "<fedbench>")
     raise AssertionError(f"{case.name}: no FedbenchError for {case.what}")
 
 
