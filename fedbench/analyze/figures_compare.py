@@ -91,7 +91,9 @@ def accuracy_curves(
         )
         if count > 1:
             sd = ys.std(axis=0, ddof=1)
-            ax.fill_between(xs / scale, mean - sd, mean + sd, color=style["color"], alpha=0.12)
+            # An accuracy band stops at 0 and 100 %: no seed can leave that range.
+            low, high = np.clip(mean - sd, 0.0, 100.0), np.clip(mean + sd, 0.0, 100.0)
+            ax.fill_between(xs / scale, low, high, color=style["color"], alpha=0.12)
     if target is not None and math.isfinite(target):
         ax.axhline(100.0 * target, color="black", linestyle=":", linewidth=1, label="target")
     what = {

@@ -313,7 +313,10 @@ def arms_of(config: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def setup_hash(config: dict[str, Any]) -> str:
-    setup = {k: v for k, v in config.items() if k not in NOT_SETUP}
+    """The setup's fingerprint. A null leaf counts as absent: a newer fedbench writes
+    its new keys with their null default, and that must not split old runs from new."""
+    flat = flatten({k: v for k, v in config.items() if k not in NOT_SETUP})
+    setup = {k: v for k, v in flat.items() if v is not None}
     return hashlib.sha256(json.dumps(setup, sort_keys=True, default=str).encode()).hexdigest()[:6]
 
 

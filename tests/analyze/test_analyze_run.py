@@ -158,3 +158,13 @@ def test_finish_without_plots_writes_no_figures(tmp_path: Path) -> None:
     writer.day(DayResult(0, 0, 0.2, 2.0, 0.0, 0.1))
     writer.finish("completed", plots=False)
     assert not (tmp_path / "figures").exists()
+
+
+def test_a_new_null_key_does_not_split_old_runs_from_new() -> None:
+    from fedbench.analyze.runs import setup_hash
+
+    old = {"seed": 0, "fleet": {"name": "edge_mixed", "scale": 100}}
+    new = {"seed": 1, "fleet": {"name": "edge_mixed", "scale": 100, "population": None}}
+    assert setup_hash(old) == setup_hash(new)
+    other = {"seed": 0, "fleet": {"name": "edge_mixed", "scale": 20}}
+    assert setup_hash(other) != setup_hash(old)
