@@ -4,8 +4,8 @@ Each row of calibration/data/training_measurements.csv becomes a `Row`:
 the device profile, the zoo model and input, the batch, optimizer and
 trainable set, the knobs of the measured setup (calibration/setups.yaml),
 the measured seconds per step and, where published, the seconds of the
-forward pass alone (MNN's inference timing of the same run). `workload` measures the real zoo model for a
-row (cached under fedbench's cache dir).
+forward pass alone (MNN's inference timing of the same run). `workload`
+measures the real zoo model for a row (cached under fedbench's cache dir).
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ from typing import Any
 from fedbench.devices.schema import closest
 from fedbench.errors import FedbenchError
 
-
 PROCESSORS: tuple[str, ...] = ("cpu", "gpu")
 
 

@@ -162,6 +162,10 @@ class OpCharge:
     # Frameworks that unfold (MNN's backward Raster, PyTorch's slow_conv2d)
     # write and read it; Winograd and direct kernels do not.
     unfold: float = 0.0
+    # Bytes of parameters (and weight gradients) the call reads or writes:
+    # the same at any batch size. Frameworks that repack or transform
+    # weights per call (Winograd, NC4HW4 packing) pay for these every step.
+    weights: float = 0.0
 
 
 _NO_CHARGE = OpCharge(None, 0.0, 0.0)
@@ -267,7 +271,9 @@ def _conv_kind(func: torch._ops.OpOverload, args: tuple[Any, ...]) -> str:
     return "conv_kxk" if all(int(s) == 1 for s in stride) else "conv_strided"
 
 
-def _gemm_dims(weight: torch.Tensor, groups: int, pixels_in: int, pixels_out: int) -> dict[str, float]:
+def _gemm_dims(
+    weight: torch.Tensor, groups: int, pixels_in: int, pixels_out: int
+) -> dict[str, float]:
     """Narrowest GEMM dimension of a convolution's forward, input-grad and weight-grad GEMMs."""
     cout = max(1, int(weight.shape[0]) // groups)
     cin = max(1, int(weight.shape[1]))  # per group
@@ -305,26 +311,36 @@ def _matmul_narrow(func: torch._ops.OpOverload, args: tuple[Any, ...]) -> float:
 
 
 def call_parts(
-    func: torch._ops.OpOverload, args: tuple[Any, ...], out: Any, total: OpCharge
+    func: torch._ops.OpOverload,
+    args: tuple[Any, ...],
+    out: Any,
+    total: OpCharge,
+    params: frozenset[int] = frozenset(),
 ) -> tuple[OpCharge, ...]:
-    """The GEMM-shaped pieces of one charged call, each with its narrowest dimension.
+    """The GEMM-shaped pieces of one charged call, with their shape features.
 
     A convolution's backward is two GEMMs of different shapes (the input
     gradient, the weight gradient): it becomes two parts, each with its
     share of the FLOPs and the bytes it reads and writes. Every other call
-    is one part, `total` with its narrowest dimension filled in.
+    is one part, `total` with its narrowest dimension and the bytes of its
+    operands whose storage is in `params` (ids of parameter storages) filled in.
     """
     name = func._overloadpacket.__name__
     if total.op_class not in ("dense", "depthwise"):
         return (total,)
     if name not in _CONV_OPS:
-        return (replace(total, narrow=_matmul_narrow(func, args)),)
+        weights = sum(
+            tensor_bytes(t) for t in _unique(_tensors(args)) if id(t.untyped_storage()) in params
+        )
+        return (replace(total, narrow=_matmul_narrow(func, args), weights=float(weights)),)
     groups = int(args[_CONV_OPS[name][1]])
     if func._overloadpacket is not aten.convolution_backward:
         x, w = args[0], args[1]
         dims = _gemm_dims(w, groups, _pixels(x), _pixels(out))
         unfold = _unfold_bytes(w, groups, _pixels(out), args[3])
-        return (replace(total, narrow=dims["forward"], unfold=unfold),)
+        return (
+            replace(total, narrow=dims["forward"], unfold=unfold, weights=float(tensor_bytes(w))),
+        )
     grad_out, x, w, mask = args[0], args[1], args[2], args[10]
     dims = _gemm_dims(w, groups, _pixels(x), _pixels(grad_out))
     unfold = _unfold_bytes(w, groups, _pixels(grad_out), args[4])
@@ -346,6 +362,7 @@ def call_parts(
             narrow=n,
             outputs=o,
             unfold=unfold,
+            weights=float(wb),
         )
         for b, n, o in pieces
     )

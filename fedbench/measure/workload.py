@@ -72,6 +72,7 @@ class OpCalls:
     narrow: tuple[float, ...]  # smallest GEMM dimension of dense calls, else 0
     outputs: tuple[float, ...]  # elements written: the work threads can split
     unfold: tuple[float, ...]  # bytes of a convolution's im2col matrix, else 0
+    weights: tuple[float, ...]  # bytes of parameters (weight gradients) a GEMM call touches
 
     def __len__(self) -> int:
         return len(self.flops)
@@ -244,7 +245,7 @@ def _measure(model: nn.Module, spec: StepSpec, model_name: str, plan: str) -> Wo
     state = list(step.model.parameters()) + list(step.model.buffers())
     opt_state = list(optimizer_state_tensors(step.optimizer))
     batch = [step.inputs, step.targets]
-    recorder = StepRecorder()
+    recorder = StepRecorder(frozenset(id(p.untyped_storage()) for p in step.model.parameters()))
     recorder.storages.add(state + opt_state + batch)
     observer = _WorkloadObserver(recorder, state + batch)
     with isolated(), recorder:
@@ -262,6 +263,7 @@ def _measure(model: nn.Module, spec: StepSpec, model_name: str, plan: str) -> Wo
         narrow=tuple(c[5] for c in recorder.calls),
         outputs=tuple(c[6] for c in recorder.calls),
         unfold=tuple(c[7] for c in recorder.calls),
+        weights=tuple(c[8] for c in recorder.calls),
     )
 
     def per_class(phase: str) -> dict[str, OpCost]:
