@@ -1,6 +1,7 @@
 """Fit the emulator's shared constants to the published measurements, and cross-validate the fit.
 
     python calibration/fit.py [--csv PATH] [--no-cv]
+    python calibration/fit.py --host-only   # after benchmarks/profile_device.py
 
 writes fedbench/devices/fitted_constants.yaml, calibration/report.md and
 calibration/report.csv.
@@ -203,7 +204,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-cv", action="store_true", help="skip cross-validation (report keeps no OOF figures)"
     )
+    parser.add_argument(
+        "--host-only",
+        action="store_true",
+        help="only refresh report.md's host section from benchmarks/results "
+        "(after python benchmarks/profile_device.py); fits nothing",
+    )
     args = parser.parse_args(argv)
+    if args.host_only:
+        import report
+
+        report.refresh_host(ROOT / "calibration" / "report.md")
+        print("refreshed the host section of calibration/report.md")
+        return 0
     import torch
 
     torch.set_num_threads(1)

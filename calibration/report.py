@@ -21,6 +21,7 @@ from fedbench.measure.workload import Workload
 HOST_LOMO = (
     Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "profile_device_lomo.csv"
 )
+HOST_HEADING = "## Host: profile_device, leave one model out"
 SCHEME_NAMES = {
     "in_sample": "in-sample",
     "lomo": "leave one model out",
@@ -216,7 +217,7 @@ def _lines(result: Result) -> list[str]:
     lines += ["", "### GPU rows (Jetson TX2, TensorFlow)", ""]
     lines += _group_table(result, "zoo_model", "zoo model", gpu)
     lines += report_text.gpu_note()
-    lines += ["", "## Host: profile_device, leave one model out", ""]
+    lines += ["", HOST_HEADING, ""]
     lines += report_text.host_lomo(HOST_LOMO)
     lines += ["", "## Fitted constants", ""]
     lines += _constants_table(result)
@@ -243,3 +244,14 @@ def _lines(result: Result) -> list[str]:
     )
     lines += report_text.known_gaps(result)
     return lines
+
+
+def refresh_host(report_md: Path) -> None:
+    """Rewrite only the host section of report.md from HOST_LOMO (after
+    `python benchmarks/profile_device.py`), leaving the fit's sections as they are."""
+    import report_text
+    text = report_md.read_text().split("\n")
+    start = text.index(HOST_HEADING)
+    end = next(i for i in range(start + 1, len(text)) if text[i].startswith("## "))
+    body = ["", *report_text.host_lomo(HOST_LOMO), ""]
+    report_md.write_text("\n".join([*text[: start + 1], *body, *text[end:]]))
