@@ -1,14 +1,16 @@
-"""Write calibration/report.md and calibration/report.csv from a fit."""
+"""calibration/report.md and report.csv: in-sample and out-of-fold errors of the fit, row by row."""
 
 from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checks import Check
+import numpy as np
+import params
 from rows import Row, mape
 
 from fedbench.devices.constants import Constants
@@ -16,56 +18,135 @@ from fedbench.devices.emulator import emulate
 from fedbench.devices.profile import initial_state, load_profile
 from fedbench.measure.workload import Workload
 
-COLUMNS = (
-    "device",
-    "model",
-    "zoo_model",
-    "input",
-    "batch",
-    "trainable",
-    "optimizer",
-    "framework",
-    "config",
-    "measured_ms",
-    "predicted_ms",
-    "error_pct",
-    "measured_peak_res_mb",
-    "predicted_peak_mb",
-    "measured_cpu_pct",
-    "predicted_busy_cores",
-    "predicted_power_w",
+HOST_LOMO = (
+    Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "profile_device_lomo.csv"
 )
+HOST_HEADING = "## Host: profile_device, leave one model out"
+SCHEME_NAMES = {
+    "in_sample": "in-sample",
+    "lomo": "leave one model out",
+    "lodo": "leave one device out",
+}
 
 
-def _row_records(
-    rows: Sequence[Row], loads: Sequence[Workload], consts: Constants, pred: Sequence[float]
-) -> list[dict[str, Any]]:
-    out = []
-    for row, w, p in zip(rows, loads, pred, strict=True):
+@dataclass
+class Result:
+    rows: list[Row]
+    records: list[dict[str, Any]]
+    mape: dict[str, float]  # CPU rows, per scheme
+    gpu_mape: dict[str, float]
+    constants: Constants
+    values: np.ndarray
+    opencl: dict[str, float]
+    folds: Mapping[str, Sequence[Any]]
+    baseline_mape: float
+    checks: list[Any] = field(default_factory=list)
+
+    def summary(self) -> str:
+        parts = [f"{SCHEME_NAMES[k]} {v:.1f}%" for k, v in self.mape.items()]
+        gpu = [f"{SCHEME_NAMES[k]} {v:.1f}%" for k, v in self.gpu_mape.items()]
+        n = sum(1 for r in self.rows if r.knobs.device == "cpu")
+        return (
+            f"latency MAPE over {n} CPU rows: {', '.join(parts)}; "
+            f"TX2 GPU rows: {', '.join(gpu)}; wrote calibration/report.md"
+        )
+
+
+def _err(pred: float, meas: float) -> float:
+    return 100.0 * (pred - meas) / meas
+
+
+def _baseline(rows: Sequence[Row]) -> float:
+    """FedScale's device model: one seconds-per-sample figure per device, fitted in-sample."""
+    errors = []
+    for device in sorted({r.device for r in rows}):
+        mine = [r for r in rows if r.device == device]
+        # The per-device constant that minimises log error: geometric mean.
+        rate = math.exp(np.mean([math.log(r.measured_s / r.batch) for r in mine]))
+        errors += [_err(rate * r.batch, r.measured_s) for r in mine]
+    return mape(errors)
+
+
+def build(
+    rows: Sequence[Row],
+    loads: Sequence[Workload],
+    objective: Any,
+    values: np.ndarray,
+    opencl: dict[str, float],
+    folds: Mapping[str, Sequence[Any]],
+) -> Result:
+    import checks
+    import fit
+
+    consts = params.constants_of(values, opencl)
+    pred = objective.predictor(consts)
+    oof = {s: fit.out_of_fold(objective, list(rows), list(f), _key(s)) for s, f in folds.items()}
+    records = []
+    for i, (row, w) in enumerate(zip(rows, loads, strict=True)):
         profile = load_profile(row.device)
         e = emulate(profile, [(w, 1)], initial_state(profile, 0.0), row.knobs, consts)
-        out.append(
-            {
-                "device": row.device,
-                "model": row.model,
-                "zoo_model": row.zoo_model,
-                "input": "x".join(map(str, row.input_shape)),
-                "batch": row.batch,
-                "trainable": row.trainable,
-                "optimizer": row.optimizer,
-                "framework": row.framework,
-                "config": row.config,
-                "measured_ms": round(1000 * row.measured_s, 1),
-                "predicted_ms": round(1000 * p, 1),
-                "error_pct": round(100 * (p - row.measured_s) / row.measured_s, 1),
-                "measured_peak_res_mb": row.peak_res_mb,
-                "predicted_peak_mb": round(e.peak_mem_mb, 1),
-                "measured_cpu_pct": row.cpu_pct,
-                "predicted_busy_cores": round(e.busy_cores, 2),
-                "predicted_power_w": round(e.avg_power_w, 2),
-            }
-        )
-    return out
+        if not math.isclose(e.latency_s, pred.step_s[i], rel_tol=5e-3):
+            raise AssertionError(
+                f"row {i} ({row.device} {row.zoo_model} b{row.batch}): the fit's predictor says "
+                f"{pred.step_s[i]:.4g} s, emulate() {e.latency_s:.4g} s"
+            )
+        rec = {
+            "device": row.device,
+            "model": row.model,
+            "zoo_model": row.zoo_model,
+            "processor": row.knobs.device,
+            "framework": row.framework,
+            "config": row.config,
+            "input": "x".join(map(str, row.input_shape)),
+            "batch": row.batch,
+            "trainable": row.trainable,
+            "optimizer": row.optimizer,
+            "measured_ms": round(1000 * row.measured_s, 2),
+            "predicted_ms": round(1000 * e.latency_s, 2),
+            "error_pct": round(_err(e.latency_s, row.measured_s), 1),
+        }
+        for s, p in oof.items():
+            rec[f"{s}_ms"] = round(1000 * p[i], 2)
+            rec[f"{s}_error_pct"] = round(_err(p[i], row.measured_s), 1)
+        rec |= {
+            "measured_forward_ms": (
+                None if row.forward_s is None else round(1000 * row.forward_s, 2)
+            ),
+            "predicted_forward_ms": None
+            if row.forward_s is None
+            else round(1000 * pred.forward_s[i], 2),
+            "measured_res_mb": row.peak_res_mb,
+            "predicted_rss_mb": round(e.rss_mb, 0),
+            "predicted_swapped_mb": round(e.swapped_mb, 0),
+            "measured_cpu_pct": row.cpu_pct,
+            "predicted_busy_cores": round(e.busy_cores, 2),
+            "predicted_power_w": round(e.avg_power_w, 2),
+        }
+        records.append(rec)
+    schemes = ["in_sample", *folds]
+    column = {"in_sample": "error_pct", **{s: f"{s}_error_pct" for s in folds}}
+
+    def scheme_mape(processor: str) -> dict[str, float]:
+        chosen = [r for r in records if r["processor"] == processor]
+        return {s: mape([r[column[s]] for r in chosen]) for s in schemes}
+
+    result = Result(
+        rows=list(rows),
+        records=records,
+        mape=scheme_mape("cpu"),
+        gpu_mape=scheme_mape("gpu"),
+        constants=consts,
+        values=values,
+        opencl=opencl,
+        folds=folds,
+        baseline_mape=_baseline([r for r in rows if r.knobs.device == "cpu"]),
+    )
+    result.checks = checks.run_all(consts)
+    return result
+
+
+def _key(scheme: str) -> str:
+    return {"lomo": "zoo_model", "lodo": "device"}[scheme]
 
 
 def _md_table(header: Sequence[str], body: Sequence[Sequence[Any]]) -> list[str]:
@@ -79,141 +160,99 @@ def _md_table(header: Sequence[str], body: Sequence[Sequence[Any]]) -> list[str]
     return lines
 
 
-def write(
-    rows: Sequence[Row],
-    loads: Sequence[Workload],
-    consts: Constants,
-    pred: Sequence[float],
-    params: Sequence[tuple[Any, float]],
-    fixed: Mapping[str, float],
-    checks: Sequence[Check],
-    out_dir: Path,
-) -> None:
-    records = _row_records(rows, loads, consts, pred)
+def _group_table(
+    result: Result, key: str, label: str, keep: Callable[[dict[str, Any]], bool]
+) -> list[str]:
+    schemes = ["in_sample", *result.folds]
+    column = {"in_sample": "error_pct", **{s: f"{s}_error_pct" for s in result.folds}}
+    body = []
+    for value in sorted({r[key] for r in result.records if keep(r)}):
+        mine = [r for r in result.records if r[key] == value and keep(r)]
+        body.append(
+            [value, len(mine)]
+            + [f"{mape([r[column[s]] for r in mine]):.1f}" for s in schemes]
+            + [f"{max(abs(r[column[s]]) for r in mine):.0f}" for s in schemes[-1:]]
+        )
+    header = [label, "rows", *(SCHEME_NAMES[s] + " MAPE %" for s in schemes)]
+    return _md_table(header + [f"max abs error % ({SCHEME_NAMES[schemes[-1]]})"], body)
+
+
+def _constants_table(result: Result) -> list[str]:
+    body = []
+    for i, p in enumerate(params.PARAMS):
+        spread = ""
+        per_fold = [f.values[i] for fs in result.folds.values() for f in fs]
+        if per_fold:
+            spread = f"{min(per_fold):.3g} - {max(per_fold):.3g}"
+        moved = abs(math.log(result.values[i] / p.guess))
+        note = "at its prior: not identified by the rows" if moved < 0.05 else ""
+        value = f"{result.values[i]:.4g}"
+        body.append([p.path, value, f"{p.guess:g}", spread, p.identified_by, note])
+    return _md_table(
+        ["constant", "fitted", "prior centre", "range over CV folds", "identified by", "note"],
+        body,
+    )
+
+
+def write(result: Result, out_dir: Path) -> None:
+    records = result.records
     with (out_dir / "report.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer = csv.DictWriter(f, fieldnames=list(records[0]))
         writer.writeheader()
         writer.writerows(records)
+    (out_dir / "report.md").write_text("\n".join(_lines(result)) + "\n")
 
-    errors = [r["error_pct"] for r in records]
-    devices = sorted({r["device"] for r in records})
-    lines = [
-        "# Emulator calibration report",
-        "",
-        "Written by `python calibration/fit.py` (do not edit). Measured rows:",
-        "`../shared/calibration/training_measurements.csv`; the fitted constants are in",
-        "`fedbench/devices/fitted_constants.yaml`; per-row figures in `report.csv`.",
-        "",
-        "Every prediction is the emulator's own output (`fedbench.devices.emulator.emulate`,",
-        "one step from the idle state) for the real workload of the real zoo model at the",
-        "row's input, batch, optimizer and trainable set, with the row's core/clock setting",
-        "as knobs. The fit uses a small set of shared constants - never one per row.",
-        "",
-        "## Latency error",
-        "",
-        f"**Overall latency MAPE: {mape(errors):.1f}%** over {len(errors)} rows.",
-        "",
-    ]
-    lines += _md_table(
-        ["device", "rows", "MAPE %", "max |error| %"],
-        [
-            [d, len(es), f"{mape(es):.1f}", f"{max(abs(e) for e in es):.1f}"]
-            for d in devices
-            for es in [[r["error_pct"] for r in records if r["device"] == d]]
-        ],
-    )
+
+def _lines(result: Result) -> list[str]:
+    import report_text
+
+    cpu = lambda r: r["processor"] == "cpu"  # noqa: E731
+    gpu = lambda r: r["processor"] == "gpu"  # noqa: E731
+    n_cpu = sum(1 for r in result.records if cpu(r))
+    lines = report_text.intro(result, n_cpu)
+    lines += ["", "### Per device (CPU rows)", ""]
+    lines += _group_table(result, "device", "device", cpu)
+    lines += ["", "### Per model (CPU rows)", ""]
+    lines += _group_table(result, "zoo_model", "zoo model", cpu)
+    lines += ["", "### GPU rows (Jetson TX2, TensorFlow)", ""]
+    lines += _group_table(result, "zoo_model", "zoo model", gpu)
+    lines += report_text.gpu_note()
+    lines += ["", HOST_HEADING, ""]
+    lines += report_text.host_lomo(HOST_LOMO)
     lines += ["", "## Fitted constants", ""]
+    lines += _constants_table(result)
+    lines += ["", "Fixed, not fitted (no published row identifies them):", ""]
     lines += _md_table(
-        ["constant", "value", "prior centre", "identified by"],
-        [[p.path, f"{v:.4g}", f"{p.guess:g}", p.identified_by] for p, v in params],
+        ["constant", "value", "source"], [[k, f"{v:g}", s] for k, (v, s) in params.FIXED.items()]
     )
-    lines += [
-        "",
-        "Fixed (not identifiable from the rows): "
-        + ", ".join(f"`{k}` = {v:g}" for k, v in fixed.items())
-        + ".",
-        "Per-architecture FLOPs/cycle and the in-order pipeline factor are specs and",
-        "assumptions (`fedbench/devices/arch_specs.yaml`), not fitted: no in-order core has",
-        "a calibration row. The in-order factor"
-        f" ({consts.archs.pipeline_efficiency.get('inorder', float('nan')):g}) was first set",
-        "to 0.5 and revised on a kernel-scheduling argument after the paper 001 LITTLE-core",
-        "checks below had been looked at, so those checks are not fully blind.",
-        "",
-        "## Rows",
-        "",
-    ]
+    lines += ["", "Mobile GPU (MNN OpenCL) stack, set from papers 001/003, not fitted:", ""]
     lines += _md_table(
+        ["constant", "value", "source"],
         [
-            "device",
-            "zoo model",
-            "batch",
-            "trainable",
-            "measured ms",
-            "predicted ms",
-            "error %",
-            "RES MB (meas.)",
-            "peak MB (pred.)",
-            "CPU % (meas.)",
-            "busy cores (pred.)",
-            "power W (pred.)",
-        ],
-        [
-            [
-                r["device"],
-                r["zoo_model"],
-                r["batch"],
-                r["trainable"],
-                r["measured_ms"],
-                r["predicted_ms"],
-                r["error_pct"],
-                r["measured_peak_res_mb"],
-                r["predicted_peak_mb"],
-                r["measured_cpu_pct"],
-                r["predicted_busy_cores"],
-                r["predicted_power_w"],
-            ]
-            for r in records
+            [f"gpu.mnn_opencl.{k}", f"{v:g}", params.MNN_OPENCL_SOURCES[k]]
+            for k, v in result.opencl.items()
         ],
     )
-    meizu = [r for r in records if r["device"] == "meizu_16t"]
-    low = min(meizu, key=lambda r: r["predicted_power_w"])
-    high = max(meizu, key=lambda r: r["predicted_power_w"])
-    lines += [
-        "",
-        "Peak memory: the predicted peak is the training tensors only (weights, gradients,",
-        "optimizer state, saved activations, workspace, batch); MNN's resident set adds its",
-        "runtime and its own buffers, so RES runs 2-5x above it. Busy cores count spinning",
-        "threads as busy in parallel phases, like `top`.",
-        "",
-        "Whole-device power on the Meizu rows (published: about 2.0-4.7 W during training,",
-        f"LeNet lowest, MobileNetV2 batch 16 highest): predicted {low['predicted_power_w']} W"
-        f" ({low['zoo_model']} batch {low['batch']}) to {high['predicted_power_w']} W"
-        f" ({high['zoo_model']} batch {high['batch']}).",
-        "",
-        "## Out-of-sample checks (not fitted)",
-        "",
-    ]
+    lines += report_text.arch_note(result.constants)
+    lines += ["", "## Rows", ""]
+    lines += report_text.rows_table(result)
+    lines += report_text.memory_section(result)
+    lines += ["", "## Out-of-sample checks: the papers' other figures (not fitted)", ""]
     lines += _md_table(
         ["check", "source", "published", "predicted", "note"],
-        [[c.name, c.source, c.published, c.predicted, c.note] for c in checks],
+        [[c.name, c.source, c.published, c.predicted, c.note] for c in result.checks],
     )
-    lines += [
-        "",
-        "## Known gaps",
-        "",
-        "- CPU training only: the Jetson GPUs (and mobile GPUs) are not emulated, so the",
-        "  TX2 figures of paper 000 (GPU) are only a lower-bound comparison.",
-        "- Four op classes cannot tell Winograd-friendly 3x3/5x5 convolutions from others:",
-        "  MNN's GoogLeNet runs faster per FLOP than its AlexNet, so with one shared dense",
-        "  efficiency GoogLeNet is predicted too slow (up to +44%) and AlexNet too fast",
-        "  (down to -26%).",
-        "- Frameworks differ by more than a speed factor on older boards: paper 001's",
-        "  PyTorch on the Raspberry Pi 3B+ is ~10x slower than this PyTorch constant",
-        "  (fitted on a Raspberry Pi 4 with PyTorch 1.13) predicts.",
-        "- Phones at their default governor are emulated at their top clocks until the",
-        "  thermal model throttles them; the Note 10 times of paper 001 (close to the",
-        "  Meizu rows at a fixed 1.7 GHz) suggest the phone ran lower clocks.",
-        "- Peak memory counts training tensors only (MNN's resident set is 2-5x larger);",
-        "  training budgets in the profiles are defined for those tensors.",
-    ]
-    (out_dir / "report.md").write_text("\n".join(lines) + "\n")
+    lines += report_text.known_gaps(result)
+    return lines
+
+
+def refresh_host(report_md: Path) -> None:
+    """Rewrite only the host section of report.md from HOST_LOMO (after
+    `python benchmarks/profile_device.py`), leaving the fit's sections as they are."""
+    import report_text
+
+    text = report_md.read_text().split("\n")
+    start = text.index(HOST_HEADING)
+    end = next(i for i in range(start + 1, len(text)) if text[i].startswith("## "))
+    body = ["", *report_text.host_lomo(HOST_LOMO), ""]
+    report_md.write_text("\n".join([*text[: start + 1], *body, *text[end:]]))

@@ -1,10 +1,11 @@
 """The calibration rows: published measurements mapped onto fedbench emulations.
 
-Each row of ../shared/calibration/training_measurements.csv becomes a
-`Row`: the device profile, the zoo model and input, the batch, optimizer and
-trainable set, the knobs of the measured setup (calibration/setups.yaml) and
-the measured seconds per step. `workload` measures the real zoo model for a
-row (cached under fedbench's cache dir).
+Each row of calibration/data/training_measurements.csv becomes a `Row`:
+the device profile, the zoo model and input, the batch, optimizer and
+trainable set, the knobs of the measured setup (calibration/setups.yaml),
+the measured seconds per step and, where published, the seconds of the
+forward pass alone (MNN's inference timing of the same run). `workload`
+measures the real zoo model for a row (cached under fedbench's cache dir).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from fedbench.measure.workload import Workload, measure_workload
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-DEFAULT_CSV = ROOT.parent / "shared" / "calibration" / "training_measurements.csv"
+DEFAULT_CSV = HERE / "data" / "training_measurements.csv"
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Row:
     trainable: str
     knobs: Knobs
     measured_s: float
+    forward_s: float | None  # forward pass alone (eval mode), where published
     peak_res_mb: float | None
     cpu_pct: float | None
     source: str
@@ -46,6 +48,11 @@ class Row:
 
 def _num(text: str) -> float | None:
     return float(text) if text.strip() else None
+
+
+def _ms(text: str) -> float | None:
+    value = _num(text)
+    return None if value is None else value / 1000.0
 
 
 def _head_trainable(model: str, setups: dict[str, Any]) -> str:
@@ -80,6 +87,7 @@ def load_rows(csv_path: Path = DEFAULT_CSV, setups_path: Path = HERE / "setups.y
                     trainable=trainable,
                     knobs=Knobs.from_mapping({**cfg["knobs"], "framework": fw["framework"]}),
                     measured_s=float(r["train_ms_per_step"]) / 1000.0,
+                    forward_s=_ms(r["infer_ms_per_batch"]),
                     peak_res_mb=_num(r["peak_res_mb"]),
                     cpu_pct=_num(r["cpu_pct"]),
                     source=r["source"],

@@ -7,10 +7,19 @@
         clusters=silver freq_ghz=0.3 background=true
     python -m fedbench.bench device=rpi3bplus,honor8 model=densenet40 batch_size=64 plan=auto
     python -m fedbench.bench device=rpi4 model=densenet40 batch_size=32 plan=4x8+ckpt4
+    python -m fedbench.bench device=jetson_tx2 model=resnet50 batch_size=16 knobs.device=gpu
+
+Knobs are `cores=`, `clusters=`, `freq_ghz=`, `background=`, `framework=`,
+or spelled as in a fleet config, `knobs.<name>=` (`knobs.device=gpu`
+trains on the profile's GPU; `device=` names the profile).
 
 One device prints one JSON object: latency, energy, power, peak memory and
-status, with the time per op class, the energy terms and the memory terms
-behind them (and, for steps>1, a sampled trace of heating and throttling).
+status, with every term behind them (and, for steps>1, a sampled trace of
+heating and throttling): time per op class and per mechanism (im2col and
+weight re-layout traffic, per-call dispatch and kernel launches, per-step
+overhead, input loading, host-device copies, swapping), the clock the
+cores ran at, the energy terms, the memory terms of the tensor peak and
+the process's resident set against what the device keeps resident.
 Several devices (`device=all` or a comma list) print a table. Every figure
 comes from the emulator, so it is the same on any host. `plan=` runs the
 step under a memory plan (fedbench.train.plans: full, bs32, 4x8,
@@ -29,7 +38,8 @@ from typing import Any
 
 from fedbench.cli.grammar import Grammar, Key
 from fedbench.devices.budget import budget_at
-from fedbench.devices.emulator import Emulation, emulate
+from fedbench.devices.constants import load_constants
+from fedbench.devices.emulator import Emulation, emulate, framework_of
 from fedbench.devices.knobs import Knobs
 from fedbench.devices.profile import DeviceProfile, initial_state, load_profile, profile_names
 from fedbench.devices.schema import closest
@@ -37,6 +47,7 @@ from fedbench.errors import FedbenchError, choices
 from fedbench.measure.workload import Workload, measure_workload
 from fedbench.train.plans import Plan, parse_plan
 
+_KNOBS = ("cores", "clusters", "freq_ghz", "background", "framework")
 GRAMMAR = Grammar(
     prog="python -m fedbench.bench",
     summary="What one model's training costs on emulated devices, fully broken down.",
@@ -54,6 +65,8 @@ GRAMMAR = Grammar(
         Key("freq_ghz", "knob: clock cap in GHz (unset: each cluster's maximum)"),
         Key("background", "knob: training at background priority (paper 002)", "false", flag=True),
         Key("framework", "knob: framework efficiency, e.g. mnn (unset: the profile's)"),
+        Key("knobs.device", "knob: cpu or gpu (a profile's GPU cluster: Jetsons, Adreno)", "cpu"),
+        *(Key(f"knobs.{k}", f"the fleet-config spelling of {k}=") for k in _KNOBS),
         Key("format", "json or table (unset: json for one device, table for several)"),
     ),
     examples=(
@@ -63,7 +76,10 @@ GRAMMAR = Grammar(
     ),
 )
 KEYS = tuple(k.name for k in GRAMMAR.keys)
-KNOB_KEYS = ("cores", "clusters", "freq_ghz", "background", "framework")
+KNOB_KEYS = _KNOBS
+# The fleet-config spelling of every knob (fleet.knobs.<name>); `knobs.device`
+# has no bare form because `device=` names the profile.
+FLEET_KNOB_KEYS = tuple(f"knobs.{k}" for k in ("device", *KNOB_KEYS))
 TRACE_POINTS = 20
 
 
@@ -152,7 +168,7 @@ def _plan(
     from fedbench.devices.emulated_meter import EmulatedMeter
     from fedbench.train.planner import choose_plan
 
-    knobs = Knobs.from_mapping({k: args[k] for k in KNOB_KEYS if k in args}, "bench")
+    knobs = knobs_of(args)
     return choose_plan(
         model,
         input_shape,
@@ -164,6 +180,18 @@ def _plan(
         input_high=spec.high,
         time_fn=EmulatedMeter(profile, knobs).step_seconds,
     ).plan
+
+
+def knobs_of(args: dict[str, str]) -> Knobs:
+    """The knobs given as `cores=...` or `knobs.cores=...` (not both)."""
+    values = {k: args[k] for k in KNOB_KEYS if k in args}
+    for key in FLEET_KNOB_KEYS:
+        if key in args:
+            name = key.removeprefix("knobs.")
+            if name in values:
+                raise FedbenchError(f"{name}= and {key}= both given: give one")
+            values[name] = args[key]
+    return Knobs.from_mapping(values, "bench")
 
 
 def _trace(profile: DeviceProfile, w: Workload, steps: int, knobs: Knobs) -> list[dict[str, float]]:
@@ -199,8 +227,13 @@ def report(profile: DeviceProfile, w: Workload, steps: int, knobs: Knobs) -> dic
         "input": "x".join(str(d) for d in w.input_shape),
         "steps": steps,
         "plan": w.plan,
-        "framework": knobs.framework or profile.framework.name,
-        "knobs": {k: v for k, v in asdict(knobs).items() if v not in (None, (), False)},
+        "framework": framework_of(profile, knobs, load_constants()),
+        "processor": knobs.device,
+        "knobs": {
+            k: v
+            for k, v in asdict(knobs).items()
+            if v not in (None, (), False) and not (k == "device" and v == "cpu")
+        },
         "status": e.status,
         "reason": e.reason,
         "latency_s": latency,
@@ -210,6 +243,9 @@ def report(profile: DeviceProfile, w: Workload, steps: int, knobs: Knobs) -> dic
         "avg_power_w": e.avg_power_w,
         "peak_mem_mb": e.peak_mem_mb,
         "mem_budget_mb": e.mem_budget_mb,
+        "rss_mb": e.rss_mb,
+        "resident_limit_mb": profile.memory.resident_mb,
+        "swapped_mb": e.swapped_mb,
         "temp_c_start": e.temp_c_start,
         "temp_c_end": e.temp_c_end,
         "freq_ghz_avg": e.freq_ghz_avg,
@@ -221,6 +257,10 @@ def report(profile: DeviceProfile, w: Workload, steps: int, knobs: Knobs) -> dic
             "time_s": dict(e.time_s),
             "energy_j": dict(e.energy_terms_j),
             "memory_mb": dict(e.memory_mb),
+            "resident_mb": {
+                "runtime_and_allocator": e.rss_mb - e.peak_mem_mb,
+                "tensors": e.peak_mem_mb,
+            },
         },
     }
     if steps > 1 and e.status == "ok":
@@ -263,7 +303,7 @@ def _finite(obj: Any) -> Any:
 def run(argv: Sequence[str]) -> str:
     args = parse_args(argv)
     devices = _devices(args["device"])
-    knobs = Knobs.from_mapping({k: args[k] for k in KNOB_KEYS if k in args}, "bench")
+    knobs = knobs_of(args)
     steps = _positive_int(args, "steps", 1)
     fmt = args.get("format", "json" if len(devices) == 1 else "table")
     if fmt not in ("json", "table"):

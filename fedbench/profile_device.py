@@ -187,7 +187,13 @@ def run(argv: Sequence[str]) -> str:
         base, [s for s in samples if s.name not in held], archs=known[:1] or None
     )
     data = fit.with_params(
-        base, result.arch, result.framework, result.clock_scale, result.bandwidth_gbs, digits=4
+        base,
+        result.arch,
+        result.framework,
+        result.clock_scale,
+        result.bandwidth_gbs,
+        result.dispatch_scale,
+        digits=4,
     )
     data["sources"] = template.sources(measured, data, result, nominal)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -223,7 +229,8 @@ def _report(profile, samples, held, result, out: Path, clock: str) -> str:  # ty
     )
     rows.append(
         f"fit: arch {result.arch}, framework {result.framework}, clock x{result.clock_scale:.4f}, "
-        f"bandwidth {result.bandwidth_gbs:.1f} GB/s, rms log error {result.rms_log_error:.3f}"
+        f"bandwidth {result.bandwidth_gbs:.1f} GB/s, per-call cost x{result.dispatch_scale:.3f}, "
+        f"rms log error {result.rms_log_error:.3f}"
         f"{bound}; {clock} time"
     )
     rows.append(f"wrote {out}")

@@ -24,7 +24,11 @@ def test_a_given_plan_is_costed() -> None:
     planned = _bench("batch_size=32", "plan=4x8+ckpt2")
     assert full["plan"] == "bs32" and planned["plan"] == "4x8+ckpt2"
     assert planned["peak_mem_mb"] < full["peak_mem_mb"]
-    assert planned["step_latency_s"] > full["step_latency_s"]  # recompute, smaller kernels
+    # Recompute costs compute and the four slices per-call time; the slices'
+    # smaller im2col fits the cache, so the total can go either way.
+    time_full, time_planned = full["breakdown"]["time_s"], planned["breakdown"]["time_s"]
+    assert time_planned["dense"] > time_full["dense"]
+    assert time_planned["dispatch"] > time_full["dispatch"]
     assert planned["gflop_per_step"] > full["gflop_per_step"]
 
 

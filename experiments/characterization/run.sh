@@ -18,6 +18,9 @@ done
 # All ten of paper 000's models on its device (adds VGG16, Xception, Inception v1).
 python -m fedbench.characterize study=batch_sweep device=jetson_tx2 models=paper \
   out="$OUT/jetson_tx2/batch_sweep_paper"
+# Paper 000 trained on the TX2's GPU: the same sweep on the emulated GPU.
+python -m fedbench.characterize study=batch_sweep device=jetson_tx2 processor=gpu \
+  out="$OUT/jetson_tx2/batch_sweep_gpu"
 # daily_accuracy trains for real (fedbench runs); the quick preset on one profile.
 python -m fedbench.characterize study=daily_accuracy device=jetson_tx2 out="$OUT/jetson_tx2/daily_accuracy"
 fi

@@ -3,6 +3,7 @@
 Keys: `study` (a name in conf/characterize, a comma list, or `all` for every
 study but daily_accuracy, which trains for real and runs only when
 named), `device` (a profile, or `this` for real steps on this host),
+`processor` (`cpu`, or `gpu` to train on an emulated profile's GPU),
 `out` (the output folder; default outputs/characterize/<study>/<device>,
 and with several studies <out>/<study>), on `device=this` also `warmup`,
 `steps` and `threads`; any other key is a study parameter from its YAML
@@ -63,6 +64,7 @@ GRAMMAR = Grammar(
             "study", "a study, a comma list, or all (every study but daily_accuracy)", required=True
         ),
         Key("device", "a device profile, or `this` for real timed steps here", required=True),
+        Key("processor", "cpu, or gpu: train on the emulated profile's GPU cluster", "cpu"),
         Key(
             "out",
             "output folder (unset: outputs/characterize/<study>/<device>; "
@@ -82,7 +84,7 @@ GRAMMAR = Grammar(
     aliases={"hydra.run.dir": "out"},
     extra_help=_study_help,
 )
-GLOBAL_KEYS: tuple[str, ...] = ("study", "device", "out")
+GLOBAL_KEYS: tuple[str, ...] = ("study", "device", "out", "processor")
 HOST_KEYS: tuple[str, ...] = ("warmup", "steps", "threads")
 
 
@@ -135,10 +137,11 @@ def run_study(
     overrides: Mapping[str, str] | None = None,
     out: Path | None = None,
     host: HostOptions | None = None,
+    processor: str = "cpu",
 ) -> StudyResult:
     """Run one study on one device; writes <out>/<study>.csv, figures and meta.json."""
     built = build_study(study, overrides or {})
-    dev = open_device(device, WorkloadBook(built.exact_max_batch), host or HostOptions())
+    dev = open_device(device, WorkloadBook(built.exact_max_batch), host or HostOptions(), processor)
     folder = out or DEFAULT_ROOT / study / device
     folder.mkdir(parents=True, exist_ok=True)
     started, load0, t0 = datetime.now(UTC), os.getloadavg(), time.perf_counter()
@@ -151,6 +154,7 @@ def run_study(
             "study": study,
             "paper": built.paper,
             "device": device,
+            "processor": processor,
             "kind": dev.kind,
             "params": asdict(built),
             "host_options": asdict(host or HostOptions()) if device == THIS else None,
@@ -176,7 +180,9 @@ def run(argv: Sequence[str]) -> list[StudyResult]:
     results = []
     for study in studies:
         folder = None if out is None else (out / study if len(studies) > 1 else out)
-        result = run_study(study, args["device"], overrides[study], folder, host)
+        result = run_study(
+            study, args["device"], overrides[study], folder, host, args.get("processor", "cpu")
+        )
         console.line(f"{study} on {args['device']} -> {result.csv.parent}")
         for line in result.summary:
             print(f"  {line}")

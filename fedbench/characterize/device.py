@@ -122,9 +122,19 @@ class HostOptions:
     threads: int | None = None  # training threads; None = every CPU this process may use
 
 
-def open_device(name: str, book: WorkloadBook, host: HostOptions) -> Device:
-    """`this` or a profile name."""
+PROCESSORS: tuple[str, ...] = ("cpu", "gpu")
+
+
+def open_device(name: str, book: WorkloadBook, host: HostOptions, processor: str = "cpu") -> Device:
+    """`this` or a profile name; `processor=gpu` trains on the profile's GPU."""
+    if processor not in PROCESSORS:
+        raise FedbenchError(f"processor={processor!r}: valid: {choices(PROCESSORS)}")
     if name == THIS:
+        if processor != "cpu":
+            raise FedbenchError(
+                f"processor={processor}: only for emulated profiles with a GPU; "
+                f"device={THIS} measures this host's CPU"
+            )
         from fedbench.characterize.host import HostDevice
 
         return HostDevice(book, host)
@@ -137,4 +147,10 @@ def open_device(name: str, book: WorkloadBook, host: HostOptions) -> Device:
             f"device={name!r}: no such profile{closest(name, names)}; "
             f"valid: {THIS}, {choices(names)}"
         )
-    return EmulatedDevice(book, load_profile(name))
+    profile = load_profile(name)
+    if processor == "gpu" and profile.gpu is None:
+        with_gpu = [n for n in names if load_profile(n).gpu is not None]
+        raise FedbenchError(
+            f"processor=gpu: profile {name} has no GPU; profiles with one: {choices(with_gpu)}"
+        )
+    return EmulatedDevice(book, profile, processor)

@@ -15,6 +15,7 @@ from fedbench.devices.constants import load_constants
 from fedbench.devices.emulator import Emulation, emulate
 from fedbench.devices.knobs import Knobs
 from fedbench.devices.profile import Cluster, DeviceProfile, initial_state
+from fedbench.devices.step import TIME_TERMS
 from fedbench.measure.workload import OP_CLASSES, Workload
 
 LEVELS: tuple[str, ...] = ("H", "M", "L")
@@ -58,10 +59,11 @@ def core_groups(profile: DeviceProfile) -> list[tuple[str, list[Cluster]]]:
 class EmulatedDevice(Device):
     kind = "emulated"
 
-    def __init__(self, book: WorkloadBook, profile: DeviceProfile) -> None:
+    def __init__(self, book: WorkloadBook, profile: DeviceProfile, processor: str = "cpu") -> None:
         super().__init__(book)
         self.profile = profile
-        self.name = profile.name
+        self.processor = processor  # knobs.device: the CPU clusters or the profile's GPU
+        self.name = profile.name if processor == "cpu" else f"{profile.name} (GPU)"
 
     @property
     def fleet_profile(self) -> str:
@@ -76,6 +78,7 @@ class EmulatedDevice(Device):
             w = forward_pass(w)
         cpu = job.cpu
         knobs = Knobs(
+            device=self.processor,
             cores=cpu.cores if cpu else None,
             clusters=cpu.clusters if cpu else (),
             freq_ghz=cpu.freq_cap_ghz if cpu else None,
@@ -98,19 +101,23 @@ class EmulatedDevice(Device):
 
     def phase_times(self, model: ModelRef, batch_size: int) -> tuple[str, list[PhaseTime]]:
         w, _ = self.book.get(model, batch_size)
-        full = self._emulate(w, Knobs())
+        knobs = Knobs(device=self.processor)
+        full = self._emulate(w, knobs)
         if full.status != "ok":
             return full.status, []
-        # Each (pass, op class) is its own roofline term, so emulating the
-        # forward pass alone gives exactly the forward share of every class.
-        fwd = self._emulate(forward_pass(w), Knobs())
+        # Every call is its own roofline term, so emulating the forward pass
+        # alone gives exactly the forward share of every class and term.
+        fwd = self._emulate(forward_pass(w), knobs)
         cells = [PhaseTime("forward", c, fwd.time_s[c]) for c in OP_CLASSES]
         cells += [PhaseTime("backward", c, full.time_s[c] - fwd.time_s[c]) for c in OP_CLASSES]
         cells.append(PhaseTime("optimizer", "update", full.time_s["optimizer"]))
-        cells += [PhaseTime("other", t, full.time_s[t]) for t in ("overhead", "input")]
+        other = [t for t in TIME_TERMS if t not in OP_CLASSES and t != "optimizer"]
+        cells += [PhaseTime("other", t, full.time_s[t]) for t in other]
         return "ok", cells
 
     def cpu_configs(self) -> list[CpuConfig]:
+        if self.processor != "cpu":
+            return []  # the GPU has no core or clock configurations to sweep
         out: list[CpuConfig] = []
         for group, clusters in core_groups(self.profile):
             names = tuple(c.name for c in clusters)

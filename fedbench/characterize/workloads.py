@@ -12,25 +12,31 @@ optimizer state do not depend on it at all. So batches above
 measured batches (exact_max_batch / 2 and exact_max_batch). The one term
 that is not exactly affine is the transient workspace (a peak over the
 step, floored at 0); anchoring on the largest measured batches keeps its
-error small (tests/characterize/test_workloads.py bounds it). Each row
-records which batches its workload came from.
+error small (tests/characterize/test_workloads.py bounds it). The per-call
+table is extrapolated call by call (the same model runs the same calls at
+any batch); its categories (pass, class, kind) are kept. Each row records
+which batches its workload came from.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 from torch import nn
 
 from fedbench.characterize.models import ModelRef
 from fedbench.errors import FedbenchError
-from fedbench.measure.workload import OP_CLASSES, OpCost, Workload, measure_workload
+from fedbench.measure.recorder import PHASES
+from fedbench.measure.workload import OP_CLASSES, OpCalls, OpCost, Workload, measure_workload
 from fedbench.models import InputSpec
 
 # Fields that describe the step rather than count its work.
 _FIXED = frozenset({"model", "input_shape", "plan", "num_params", "steps_per_update"})
+# Columns of the call table that name a category, not a count.
+_CATEGORIES = frozenset({"phase", "op_class", "kind"})
 MEASURED = "measured"
+FORWARD_PHASE = PHASES.index("forward")
 
 
 def extrapolate(lo: Workload, hi: Workload, batch: int) -> Workload:
@@ -41,12 +47,21 @@ def extrapolate(lo: Workload, hi: Workload, batch: int) -> Workload:
 
     def line(a: Any, b: Any) -> Any:
         if isinstance(a, dict):
-            return {k: line(a[k], b[k]) for k in a}
+            return {k: (b[k] if k in _CATEGORIES else line(a[k], b[k])) for k in a}
+        if isinstance(a, list | tuple):
+            return [line(x, y) for x, y in zip(a, b, strict=True)]
         value = b + t * (b - a)
         # Counts stay counts; a transient workspace cannot go negative.
         return max(0, round(value)) if isinstance(a, int) else max(0.0, value)
 
     lo_d, hi_d = lo.to_dict(), hi.to_dict()
+    if (lo.calls is None) != (hi.calls is None) or (
+        lo.calls is not None and hi.calls is not None and lo.calls.kind != hi.calls.kind
+    ):
+        raise ValueError(
+            f"{hi.model}: batches {lo.batch_size} and {hi.batch_size} ran different calls; "
+            "their workloads cannot be extrapolated"
+        )
     out = {
         k: (v if k in _FIXED else line(lo_d[k], v)) for k, v in hi_d.items() if k != "batch_size"
     }
@@ -57,6 +72,12 @@ def extrapolate(lo: Workload, hi: Workload, batch: int) -> Workload:
 def forward_pass(w: Workload) -> Workload:
     """The forward pass of `w` alone: inference (no backward, no update, nothing saved)."""
     zero = OpCost(0.0, 0.0)
+    calls = w.calls
+    if calls is not None:
+        keep = [i for i, p in enumerate(calls.phase) if p == FORWARD_PHASE]
+        calls = OpCalls(
+            **{f.name: tuple(getattr(calls, f.name)[i] for i in keep) for f in fields(OpCalls)}
+        )
     return replace(
         w,
         backward={c: zero for c in OP_CLASSES},
@@ -64,6 +85,7 @@ def forward_pass(w: Workload) -> Workload:
         grad_bytes=0,
         optimizer_state_bytes=0,
         saved_activation_bytes=0,
+        calls=calls,
     )
 
 

@@ -4,14 +4,17 @@ Two data files next to this module:
 
 - `arch_specs.yaml` (hand-written, sourced): FLOPs per cycle of each CPU
   microarchitecture and how much an in-order pipeline loses.
-- `fitted_constants.yaml` (written by calibration/fit.py): the few shared
-  efficiencies fitted to the published measurements - per op class compute
-  and bandwidth efficiency, optimizer bandwidth efficiency, the work size at
-  which extra threads become useful, and per framework a speed factor, a
-  per-step overhead and an input-pipeline cost.
+- `fitted_constants.yaml` (written by calibration/fit.py): the shared
+  constants fitted to the published measurements (calibration/report.md
+  says which rows identify each, and which could not be fitted):
+  per CPU framework and pass the kernel efficiencies, launch cost and
+  im2col traffic; the governor's sustained clock; the resident-memory and
+  swap model; per GPU framework its kernel efficiencies, launch cost and
+  host-device copies.
 
-Device profiles name an `arch` and a `framework`; everything device-specific
-(cores, clocks, bandwidth) stays in the profile.
+Device profiles name an `arch`, a `framework` and (for a GPU) a GPU
+framework; everything device-specific (cores, clocks, caches, bandwidth)
+stays in the profile.
 """
 
 from __future__ import annotations
@@ -26,11 +29,15 @@ import yaml
 
 from fedbench.devices.schema import Bound, Reader
 from fedbench.errors import FedbenchError, choices
-from fedbench.measure.workload import OP_CLASSES
 
 HERE = Path(__file__).resolve().parent
 ARCH_FILE = HERE / "arch_specs.yaml"
 FITTED_FILE = HERE / "fitted_constants.yaml"
+
+Fraction = Annotated[float, Bound("fraction", 1e-5, 1.0)]
+Efficiency = Annotated[float, Bound("fraction of peak (above 1: fast algorithms)", 1e-5, 8.0)]
+Kcycles = Annotated[float, Bound("thousand cycles", 0.0, 1e5)]
+Passes = Annotated[float, Bound("passes over the im2col matrix", 0.0, 100.0)]
 
 
 @dataclass(frozen=True)
@@ -48,34 +55,106 @@ class ArchTable:
 
 
 @dataclass(frozen=True)
-class ClassEfficiency:
-    """Share of peak compute and of DRAM bandwidth an op class sustains."""
+class PassConstants:
+    """How a framework's kernels run one pass (forward, backward or the update)."""
 
-    compute_eff: Annotated[float, Bound("fraction of peak FLOP rate", 1e-5, 1.0)]
-    bandwidth_eff: Annotated[float, Bound("fraction of DRAM bandwidth", 1e-4, 1.0)]
+    # Share of peak FLOP rate of GEMM-shaped calls (matmul, convolutions) at
+    # full width; nominal FLOPs, so a fast algorithm can exceed 1.
+    gemm_eff: Efficiency
+    depthwise_eff: Efficiency
+    # Serial work per call on the main thread (dispatch, shape checks,
+    # allocation, kernel selection), in thousands of cycles of that core.
+    dispatch_kcycles: Kcycles
+    # Passes over a convolution's im2col matrix (write + read = 1 pass):
+    # 0 where the framework uses Winograd/direct kernels.
+    unfold_conv: Passes = 0.0
+    unfold_depthwise: Passes = 0.0
+    # Passes over the weights each GEMM-shaped call makes before computing
+    # (packing into the kernel's layout, Winograd weight transforms):
+    # paid per call whatever the batch - weights are read once per step,
+    # activations once per sample.
+    repack_weights: Passes = 0.0
 
 
 @dataclass(frozen=True)
-class FrameworkConstants:
-    """What a software stack adds on top of the roofline."""
+class CpuFramework:
+    """What a CPU software stack adds on top of the hardware's roofline."""
 
-    speed: Annotated[float, Bound("kernel speed relative to the reference framework", 0.01, 10.0)]
-    # Graph dispatch, allocator and bookkeeping per forward+backward pass:
-    # serial work on the main thread, so counted in cycles of one core.
-    step_overhead_mcycles: Annotated[float, Bound("Mcycles per pass", 0.0, 1e5)]
-    # Loading/decoding/copying one input byte (also serial, main thread).
-    input_cycles_per_byte: Annotated[float, Bound("cycles per input byte", 0.0, 1e4)] = 0.0
+    forward: PassConstants
+    backward: PassConstants
+    optimizer: PassConstants
+    # Forward k x k stride-1 convolutions run this much faster than their
+    # nominal FLOPs (Winograd: MNN's ConvolutionWinograd, NNPACK).
+    winograd_speedup: Annotated[float, Bound("x", 1.0, 10.0)]
+    # GEMM width at which register tiles are half used: a call whose
+    # narrowest dimension is n runs at n / (n + narrow_half) of gemm_eff.
+    narrow_half: Annotated[float, Bound("elements", 0.0, 1e4)]
+    # Bytes per cycle per core the kernels stream from cache (elementwise
+    # work, packing), and the share of DRAM bandwidth they reach.
+    cache_bytes_per_cycle: Annotated[float, Bound("bytes per cycle", 0.1, 256.0)]
+    dram_eff: Fraction
+    # Per optimizer step, serial (graph setup, bookkeeping).
+    step_overhead_mcycles: Annotated[float, Bound("Mcycles per step", 0.0, 1e5)]
+    # Loading/decoding one input byte, serial (0 where the timed step
+    # excludes data loading, as MNN's benchmark does).
+    input_cycles_per_byte: Annotated[float, Bound("cycles per input byte", 0.0, 1e4)]
+    # Resident set beyond the training tensors: the runtime itself, and
+    # how much its allocator and kernels hold per tensor byte.
+    runtime_mb: Annotated[float, Bound("MB", 0.0, 1e4)]
+    rss_per_tensor_byte: Annotated[float, Bound("x", 1.0, 20.0)]
+
+
+@dataclass(frozen=True)
+class GpuFramework:
+    """A GPU software stack (CUDA through TensorFlow, OpenCL through MNN)."""
+
+    gemm_eff: Efficiency
+    depthwise_eff: Efficiency
+    elementwise_eff: Fraction  # of the shared DRAM bandwidth
+    narrow_half: Annotated[float, Bound("elements", 0.0, 1e4)]
+    # Output elements per lane at which a kernel keeps half the GPU busy.
+    occupancy_half_per_lane: Annotated[float, Bound("elements per lane", 0.01, 1e5)]
+    launch_us: Annotated[float, Bound("us per kernel", 0.0, 1e5)]
+    # Host-side work per call on the CPU's main core (graph executor,
+    # argument setup), overlapping the GPU's queue.
+    dispatch_kcycles: Kcycles
+    # Share of each call's operand bytes copied between host and device
+    # memory (OpenCL buffers/images mapped per op), at the profile's copy
+    # bandwidth; 0 for unified CUDA memory kept on the device.
+    transfer_fraction: Annotated[float, Bound("fraction", 0.0, 10.0)]
+    runtime_mb: Annotated[float, Bound("MB", 0.0, 1e4)]
+    rss_per_tensor_byte: Annotated[float, Bound("x", 1.0, 20.0)]
+    # Share of the profile's copy bandwidth those copies reach (OpenCL
+    # map/unmap with a layout conversion on the CPU runs far below DRAM
+    # speed).
+    copy_eff: Annotated[float, Bound("fraction of copy bandwidth", 1e-5, 1.0)] = 1.0
+
+
+@dataclass(frozen=True)
+class Shared:
+    # Output elements of a call at which the threads beyond the first are
+    # half used: a small call (or a weight gradient with a small output)
+    # does not split well across cores.
+    parallel_half_outputs: Annotated[float, Bound("elements", 1.0, 1e9)]
+    # Share of the last-level cache a call's operands can occupy.
+    cache_share: Annotated[float, Bound("fraction of the LLC", 0.01, 10.0)]
+    # Elementwise/movement calls: share of peak FLOP rate (they are nearly
+    # always bandwidth-bound, so this rarely binds).
+    elementwise_eff: Fraction
+    # Clock a phone's default governor holds on a busy cluster, as a share
+    # of the top DVFS step (schedutil headroom, power limits).
+    phone_sustained_clock: Fraction
+    # Swapping's throughput as a share of the profile's swap device
+    # throughput (page-reclaim thrashing: every step pages its excess out
+    # and back in).
+    swap_efficiency: Annotated[float, Bound("fraction", 1e-4, 1.0)]
 
 
 @dataclass(frozen=True)
 class Fitted:
-    op_class: Mapping[str, ClassEfficiency]
-    optimizer: ClassEfficiency
-    # Class work per pass (GFLOP) at which the threads beyond the first are
-    # half used: small operators do not split well across cores (paper 001:
-    # larger batches gain intra-operator parallelism).
-    parallel_half_work_gflop: Annotated[float, Bound("GFLOP", 1e-6, 1e3)]
-    framework: Mapping[str, FrameworkConstants]
+    cpu: Mapping[str, CpuFramework]
+    gpu: Mapping[str, GpuFramework]
+    shared: Shared
     fit: Mapping[str, str]  # how and when the numbers were fitted, and to what
 
 
@@ -96,13 +175,22 @@ class Constants:
         """Relative speed of serial (scalar) work per cycle on this core."""
         return self.archs.pipeline_efficiency[self.archs.arch[arch].pipeline]
 
-    def framework(self, name: str) -> FrameworkConstants:
+    def framework(self, name: str) -> CpuFramework:
         try:
-            return self.fitted.framework[name]
+            return self.fitted.cpu[name]
         except KeyError:
             raise FedbenchError(
-                f"framework '{name}' has no fitted constants in {FITTED_FILE.name}; "
-                f"valid: {choices(self.fitted.framework)}"
+                f"framework '{name}' has no fitted CPU constants in {FITTED_FILE.name}; "
+                f"valid: {choices(self.fitted.cpu)}"
+            ) from None
+
+    def gpu_framework(self, name: str) -> GpuFramework:
+        try:
+            return self.fitted.gpu[name]
+        except KeyError:
+            raise FedbenchError(
+                f"GPU framework '{name}' has no constants in {FITTED_FILE.name}; "
+                f"valid: {choices(self.fitted.gpu)}"
             ) from None
 
 
@@ -130,11 +218,8 @@ def load_arch_table(path: Path = ARCH_FILE) -> ArchTable:
 def parse_fitted(data: object, file: str) -> Fitted:
     reader = Reader(file)
     fitted = reader.build(Fitted, data)
-    missing = [c for c in OP_CLASSES if c not in fitted.op_class]
-    if missing or set(fitted.op_class) - set(OP_CLASSES):
-        raise reader.fail("op_class", f"expected exactly the classes {', '.join(OP_CLASSES)}")
-    if not fitted.framework:
-        raise reader.fail("framework", "expected at least one framework")
+    if not fitted.cpu:
+        raise reader.fail("cpu", "expected at least one CPU framework")
     return fitted
 
 

@@ -1,8 +1,12 @@
 """Where the training threads run, at what clock, and what the cores draw.
 
 Threads go to the fastest cores first (per-core peak at the current clock),
-optionally restricted to named clusters. Clocks are the highest DVFS step
-under every cap in force (user knob, thermal trip). Core power follows
+optionally restricted to named clusters. A clock knob fixes the clock
+(the userspace governor: the highest DVFS step under it). Otherwise the
+profile's default governor decides: "top" runs busy clusters at their top
+step, "sustained" (phones) at the share of it the phone's power management
+holds under a sustained load (a shared fitted constant; an average over
+DVFS transitions, so not snapped to a step). A thermal trip caps either. Core power follows
 P = C V^2 f with the voltage rising linearly with the clock from a floor,
 so dynamic power goes roughly with f^3 near the top of the range and
 linearly near the bottom, as DVFS tables do.
@@ -49,6 +53,15 @@ def place(
         )
     caps = [c for c in (knobs.freq_ghz, cap_ghz) if c is not None]
     cap = min(caps) if caps else None
+    sustained = (
+        consts.fitted.shared.phone_sustained_clock
+        if knobs.freq_ghz is None and profile.os.governor == "sustained"
+        else None
+    )
+
+    def clock(c: Cluster) -> float:
+        snapped = snap_freq(c, cap)
+        return snapped if sustained is None else min(snapped, sustained * c.max_freq_ghz)
 
     def speed(c: Cluster) -> float:
         # Rank by uncapped peak so a clock cap does not reshuffle which
@@ -61,7 +74,7 @@ def place(
         if left == 0:
             break
         n = min(c.cores, left)
-        out.append(Active(c, n, snap_freq(c, cap)))
+        out.append(Active(c, n, clock(c)))
         left -= n
     return tuple(out)
 

@@ -23,7 +23,7 @@ from torch import nn
 from fedbench.devices.budget import RoundClock, Run, budget_at, step_runs, with_budget
 from fedbench.devices.constants import load_constants
 from fedbench.devices.cpu import place
-from fedbench.devices.emulator import Emulation, emulate
+from fedbench.devices.emulator import Emulation, emulate, framework_of
 from fedbench.devices.knobs import Knobs
 from fedbench.devices.meter import Cost, DeviceState, Meter, TrainJob, Watch, WatchJob
 from fedbench.devices.network import comm_time_s
@@ -46,7 +46,9 @@ class EmulatedMeter(Meter):
         # The workload's optimizer term and state bytes; the training loop
         # uses SGD with momentum.
         self.optimizer = optimizer
-        place(profile, knobs, load_constants(), None)  # refuse bad knobs now, not mid-run
+        consts = load_constants()
+        place(profile, knobs, consts, None)  # refuse bad knobs now, not mid-run
+        framework_of(profile, knobs, consts)
 
     @classmethod
     def from_config(cls, profile: DeviceProfile, knobs: Mapping[str, Any]) -> EmulatedMeter:
@@ -74,9 +76,15 @@ class EmulatedMeter(Meter):
         """One unthrottled optimizer step of `workload` here: a memory planner's time_fn."""
         consts = load_constants()
         active = place(self.profile, self.knobs, consts, None)
-        framework = self.knobs.framework or self.profile.framework.name
+        framework = framework_of(self.profile, self.knobs, consts)
         return step_cost(
-            self.profile, workload, active, consts, framework, self.knobs.background
+            self.profile,
+            workload,
+            active,
+            consts,
+            framework,
+            self.knobs.background,
+            self.knobs.device,
         ).seconds
 
     def start_state(self, job: TrainJob) -> DeviceState:

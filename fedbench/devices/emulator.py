@@ -3,10 +3,15 @@
 `emulate` is a pure function of the profile, the measured workloads, the
 device's state and the knobs - no wall clock, no host measurement - so the
 same experiment gives the same figures on any machine. It checks memory
-(peak of the workload's terms against the profile's training budget: over
-it is `oom` and nothing runs), then integrates the steps through the
-thermal model (step costs from `fedbench.devices.step` at each throttle
-level's clocks), and drains the battery by the energy used.
+twice: the peak of the workload's tensor terms against the profile's
+training budget (what the memory planner plans for), and the process's
+peak resident set against what the device can hold resident plus swap
+(`fedbench.devices.memory`); either over is `oom` and nothing runs (a
+resident set between the two swaps, which the step cost charges). Then it
+integrates the steps through the thermal model (step costs from
+`fedbench.devices.step` at each throttle level's clocks, on the CPU or,
+with `knobs.device=gpu`, the profile's GPU) and drains the battery by the
+energy used.
 """
 
 from __future__ import annotations
@@ -18,10 +23,12 @@ from dataclasses import dataclass
 from fedbench.devices.constants import Constants, load_constants
 from fedbench.devices.cpu import place
 from fedbench.devices.knobs import Knobs
+from fedbench.devices.memory import excess_mb, resident_mb
 from fedbench.devices.meter import Cost, DeviceState
 from fedbench.devices.profile import DeviceProfile
 from fedbench.devices.step import ENERGY_TERMS, TIME_TERMS, StepCost, step_cost
 from fedbench.devices.thermal import cap_at, integrate
+from fedbench.errors import FedbenchError, choices
 from fedbench.measure.workload import Workload
 
 MB = float(1 << 20)
@@ -55,12 +62,17 @@ class Emulation:
     energy_terms_j: Mapping[str, float]  # idle, cpu, memory
     memory_mb: Mapping[str, float]  # the terms of the peak
     state: DeviceState
+    rss_mb: float = math.nan  # peak resident set of the process (runtime + tensors)
+    swapped_mb: float = 0.0  # resident set beyond what the device keeps resident
+    processor: str = "cpu"
 
     def to_cost(self, comm_s: float, plan: str) -> Cost:
         extra = {f"time_{k}_s": v for k, v in self.time_s.items()}
         extra |= {f"energy_{k}_j": v for k, v in self.energy_terms_j.items()}
         extra |= {f"mem_{k}_mb": v for k, v in self.memory_mb.items()}
         extra["busy_cores"] = self.busy_cores
+        extra["rss_mb"] = self.rss_mb
+        extra["swapped_mb"] = self.swapped_mb
         return Cost(
             status=self.status,
             reason=self.reason,
@@ -102,23 +114,43 @@ def emulate(
 ) -> Emulation:
     """Cost `count` steps of each workload, in order, starting from `state`."""
     consts = consts or load_constants()
-    framework = knobs.framework or profile.framework.name
-    consts.framework(framework)  # unknown framework -> FedbenchError naming the valid ones
+    framework = framework_of(profile, knobs, consts)
     place(profile, knobs, consts, None)  # bad knobs fail here, before any work
     budget = float(profile.memory.train_budget_mb)
     steps = sum(n for _, n in workloads)
     peak_w = max((w for w, _ in workloads), key=lambda w: w.peak_bytes, default=None)
     memory = memory_terms(peak_w) if peak_w is not None else dict.fromkeys(MEMORY_TERMS, 0.0)
     peak = sum(memory.values())
+    fw_consts = (
+        consts.gpu_framework(framework) if knobs.device == "gpu" else consts.framework(framework)
+    )
+    rss = resident_mb(peak_w, fw_consts) if peak_w is not None else 0.0
+    swapped = excess_mb(profile, rss)
     if peak > budget:
         return _not_run(
             profile,
             state,
             steps,
             "oom",
+            f"peak {peak:.0f} MB > training budget {budget:.0f} MB of {profile.name}",
             memory,
             budget,
-            f"peak {peak:.0f} MB > training budget {budget:.0f} MB of {profile.name}",
+            rss,
+            swapped,
+        )
+    if swapped > profile.memory.swap_mb:
+        mem = profile.memory
+        return _not_run(
+            profile,
+            state,
+            steps,
+            "oom",
+            f"resident set {rss:.0f} MB > {mem.resident_mb} MB resident + {mem.swap_mb} MB swap "
+            f"of {profile.name}",
+            memory,
+            budget,
+            rss,
+            swapped,
         )
 
     time_s = dict.fromkeys(TIME_TERMS, 0.0)
@@ -151,9 +183,11 @@ def emulate(
                 state,
                 steps,
                 "dropped",
+                f"battery at {state.battery_pct:.1f}% cannot supply {energy_j:.0f} J",
                 memory,
                 budget,
-                f"battery at {state.battery_pct:.1f}% cannot supply {energy_j:.0f} J",
+                rss,
+                swapped,
             )
     return Emulation(
         status="ok",
@@ -174,7 +208,36 @@ def emulate(
         energy_terms_j=energy,
         memory_mb=memory,
         state=DeviceState(temp_c=temp, battery_pct=battery, time_s=state.time_s + total_s),
+        rss_mb=rss,
+        swapped_mb=swapped,
+        processor=knobs.device,
     )
+
+
+def framework_of(profile: DeviceProfile, knobs: Knobs, consts: Constants) -> str:
+    """The software stack that trains: the knob's, else the profile's (for the processor).
+
+    Refuses a GPU on a profile without one, and a framework without
+    constants for the processor, naming what is valid.
+    """
+    if knobs.device == "gpu":
+        if profile.gpu is None:
+            raise FedbenchError(
+                f"knobs.device=gpu: profile {profile.name} has no GPU; valid: cpu "
+                f"(profiles with a GPU: {choices(_gpu_profiles())})"
+            )
+        name = knobs.framework or profile.gpu.framework
+        consts.gpu_framework(name)
+        return name
+    name = knobs.framework or profile.framework.name
+    consts.framework(name)
+    return name
+
+
+def _gpu_profiles() -> list[str]:
+    from fedbench.devices.profile import load_profile, profile_names
+
+    return [n for n in profile_names() if load_profile(n).gpu is not None]
 
 
 class _LevelCosts:
@@ -196,7 +259,13 @@ class _LevelCosts:
         if level not in self.cache:
             active = place(self.profile, self.knobs, self.consts, cap_at(self.profile, level))
             self.cache[level] = step_cost(
-                self.profile, self.w, active, self.consts, self.framework, self.knobs.background
+                self.profile,
+                self.w,
+                active,
+                self.consts,
+                self.framework,
+                self.knobs.background,
+                self.knobs.device,
             )
         return self.cache[level]
 
@@ -210,9 +279,11 @@ def _not_run(
     state: DeviceState,
     steps: int,
     status: str,
+    reason: str,
     memory: Mapping[str, float],
     budget: float,
-    reason: str,
+    rss: float,
+    swapped: float,
 ) -> Emulation:
     nan = math.nan
     return Emulation(
@@ -234,4 +305,6 @@ def _not_run(
         energy_terms_j=dict.fromkeys(ENERGY_TERMS, 0.0),
         memory_mb=dict(memory),
         state=state,
+        rss_mb=rss,
+        swapped_mb=swapped,
     )

@@ -1,9 +1,10 @@
-"""Run-time knobs on an emulated device: pinned cores, a clock cap, background priority.
+"""Run-time knobs on an emulated device: processor, pinned cores, a clock, background priority.
 
 A fleet config may set them for every emulated device (`fleet.knobs`); the
-bench CLI takes them as `cores=`, `clusters=`, `freq_ghz=`, `background=`,
-`framework=`. They are validated against the profile when the emulator
-places the training threads.
+bench CLI takes them as `device=` (spelled `processor=` there, since
+`device=` names the profile), `cores=`, `clusters=`, `freq_ghz=`,
+`background=`, `framework=`. They are validated against the profile when
+the emulator places the training threads.
 """
 
 from __future__ import annotations
@@ -15,16 +16,22 @@ from typing import Any
 from fedbench.devices.schema import closest
 from fedbench.errors import FedbenchError
 
+PROCESSORS: tuple[str, ...] = ("cpu", "gpu")
+
 
 @dataclass(frozen=True)
 class Knobs:
+    # Which processor trains: the CPU clusters, or the profile's GPU (a
+    # profile without a `gpu` section refuses "gpu").
+    device: str = "cpu"
     # Training threads; None = the profile's framework default. Threads go
     # to the fastest cores first (as MNN and Android's big-core affinity do).
     cores: int | None = None
     # Restrict the threads to these clusters (by profile cluster name);
     # empty = any cluster.
     clusters: tuple[str, ...] = ()
-    # Cap on every cluster's clock (snapped down to a DVFS step).
+    # Fix every cluster's clock (the userspace governor; snapped down to a
+    # DVFS step). None: the profile's default governor decides.
     freq_ghz: float | None = None
     # Train as a background (low priority) process: the OS gives it only
     # the profile's `os.background_share` of the CPU.
@@ -67,6 +74,11 @@ def _convert(key: str, raw: Any, where: str) -> Any:
             if text not in ("true", "false", "1", "0", "yes", "no"):
                 raise ValueError
             return text in ("true", "1", "yes")
+        if key == "device":
+            text = str(raw).lower()
+            if text not in PROCESSORS:
+                raise ValueError
+            return text
         if key == "clusters":
             items = raw.split(",") if isinstance(raw, str) else list(raw)
             return tuple(str(x).strip() for x in items if str(x).strip())
@@ -76,5 +88,6 @@ def _convert(key: str, raw: Any, where: str) -> Any:
             "cores": "a positive integer",
             "freq_ghz": "a clock in GHz in [0.01, 5] (not MHz)",
             "background": "true or false",
+            "device": "cpu or gpu",
         }.get(key, "a string")
         raise FedbenchError(f"{where}: expected {expected}, got {raw!r}") from None

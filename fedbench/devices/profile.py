@@ -1,9 +1,11 @@
 """Device profiles: one YAML per device in device_profiles/, loaded into frozen dataclasses.
 
 A profile is data, not code: the device's CPU clusters (cores, clocks, DVFS
-steps, microarchitecture, power), memory (size, the budget training may use,
-bandwidth), idle and memory power, a lumped thermal model with trip points,
-network, daily availability, battery and software stack. Every numeric field
+steps, microarchitecture, power), its GPU if it has one (lanes, clock,
+power, software stack), memory (size, the budget training tensors may
+use, what the process can keep resident, swap, bandwidth, last-level
+cache), idle and memory power, a lumped thermal model with trip points,
+network, daily availability, battery, software stack and governor. Every numeric field
 cites where it came from under `sources:` (a field path, or a section
 covering all fields below it); a profile with an uncited number, an unknown
 key, a wrong type or an out-of-range value (e.g. MHz where GHz is expected)
@@ -52,6 +54,21 @@ class Memory:
     # overlapping windows: the smallest fraction). The memory planner re-plans
     # for the budget at each step's virtual time (fedbench.devices.budget).
     pressure: tuple[tuple[Hour, Hour, Annotated[float, Bound("fraction", 0.01, 1.0)]], ...] = ()
+    # Last-level cache the training cores share: a call whose operands fit
+    # runs from cache, a larger one streams from DRAM.
+    cache_mb: Annotated[float, Bound("MB", 0.03, 1024.0)] = 1.0
+    # Resident set (RSS) the training process can hold before the OS starts
+    # reclaiming its pages (Android's low-memory management, Linux page
+    # reclaim); beyond it the excess swaps every step (None: total_mb).
+    available_mb: Annotated[int, Bound("MB", 16, 1_048_576)] | None = None
+    # Swap (zram, a swap file) and its throughput; a resident set beyond
+    # available + swap cannot run (oom).
+    swap_mb: Annotated[int, Bound("MB", 0, 1_048_576)] = 0
+    swap_gbs: Annotated[float, Bound("GB/s", 0.001, 100.0)] = 1.0
+
+    @property
+    def resident_mb(self) -> int:
+        return self.total_mb if self.available_mb is None else self.available_mb
 
 
 @dataclass(frozen=True)
@@ -101,6 +118,13 @@ class Battery:
 class Framework:
     name: str
     threads: Annotated[int, Bound("threads", 1, 256)]
+    # This device's per-call framework cost relative to the framework's fitted
+    # dispatch (another build or interpreter of the same stack); fitted by
+    # profile_device for a host, 1 for the shipped profiles.
+    dispatch_scale: Annotated[float, Bound("x the fitted per-call cost", 0.01, 100.0)] = 1.0
+
+
+GOVERNORS: tuple[str, ...] = ("top", "sustained")
 
 
 @dataclass(frozen=True)
@@ -108,6 +132,33 @@ class Os:
     # Share of the CPU a background (low priority) process gets while the
     # user's foreground apps run (paper 002: background training ~3x slower).
     background_share: Annotated[float, Bound("fraction of CPU time", 0.01, 1.0)]
+    # The default governor under a training load: "top" runs busy clusters
+    # at their top DVFS step (Linux boards' ondemand/schedutil), "sustained"
+    # at the share of it a phone's power management holds (a fitted shared
+    # constant, fitted_constants.yaml shared.phone_sustained_clock). A clock
+    # knob (userspace governor) overrides either.
+    governor: str = "top"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """An integrated GPU sharing the device's DRAM (and its bandwidth) with the CPU."""
+
+    name: str
+    lanes: Annotated[int, Bound("FP32 lanes (CUDA cores, ALUs)", 1, 100_000)]
+    max_freq_ghz: Annotated[float, Bound("GHz", 0.05, 5.0)]
+    # A key of fitted_constants.yaml `gpu` (tensorflow: CUDA; mnn_opencl).
+    framework: str
+    # GPU power at max clock while busy, and its DVFS floor share of it.
+    busy_power_w: Annotated[float, Bound("W", 0.01, 100.0)]
+    # Host<->device copies (OpenCL buffer/image maps), GB/s; frameworks with
+    # transfer_fraction 0 never copy.
+    copy_gbs: Annotated[float, Bound("GB/s", 0.01, 1000.0)] = 10.0
+    flops_per_lane_cycle: Annotated[float, Bound("FLOPs per lane per cycle", 1.0, 4.0)] = 2.0
+
+    @property
+    def peak_gflops(self) -> float:
+        return self.lanes * self.flops_per_lane_cycle * self.max_freq_ghz
 
 
 @dataclass(frozen=True)
@@ -125,6 +176,7 @@ class DeviceProfile:
     framework: Framework
     os: Os
     sources: Mapping[str, str]
+    gpu: Gpu | None = None
 
     @property
     def total_cores(self) -> int:
@@ -255,13 +307,22 @@ def _check(p: DeviceProfile, r: Reader, expected_name: str | None) -> None:
     for i, (start, end, _) in enumerate(p.memory.pressure):
         if start == end:
             raise r.fail(f"memory.pressure.{i}", "expected start hour != end hour")
-    if p.framework.name not in consts.fitted.framework:
+    if p.framework.name not in consts.fitted.cpu:
         raise r.fail(
             "framework.name",
-            f"expected one of {choices(consts.fitted.framework)}, got {p.framework.name!r}",
+            f"expected one of {choices(consts.fitted.cpu)}, got {p.framework.name!r}",
         )
     if p.framework.threads > p.total_cores:
         raise r.fail("framework.threads", f"expected at most the {p.total_cores} cores")
+    if p.os.governor not in GOVERNORS:
+        raise r.fail("os.governor", f"expected one of {choices(GOVERNORS)}, got {p.os.governor!r}")
+    if p.memory.resident_mb > p.memory.total_mb:
+        raise r.fail("memory.available_mb", f"expected at most total_mb={p.memory.total_mb}")
+    if p.gpu is not None and p.gpu.framework not in consts.fitted.gpu:
+        raise r.fail(
+            "gpu.framework",
+            f"expected one of {choices(consts.fitted.gpu)}, got {p.gpu.framework!r}",
+        )
     if p.kind == "phone" and p.battery.capacity_wh is None:
         raise r.fail("battery.capacity_wh", "expected a capacity in Wh for a phone")
     _check_sources(p, r)

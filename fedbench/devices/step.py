@@ -1,20 +1,18 @@
-"""Time and energy of one optimizer step at fixed clocks: the roofline cost model.
+"""Time and energy of one optimizer step at fixed clocks.
 
-Per op class c and pass (forward, backward):
-
-    t = max(flops / (n_eff x peak_core x compute_eff[c] x speed),
-            bytes / (mem_bw x bandwidth_eff[c] x speed))
-
-where peak_core is the slowest active core's peak (threads split work
-evenly, so the slowest core sets the pace), n_eff = 1 + (n - 1) W / (W + W_half)
-is how many of the n threads the pass's work W keeps useful, and `speed` is
-the framework's kernel quality. The optimizer update is one more roofline
-term, run serially on the main thread like the per-pass framework overhead
-and the input pipeline (those two scale with the main core's clock). Background priority stretches
+Each operator call is timed by `fedbench.devices.kernels` (a per-call
+roofline on the CPU or the GPU). On top of the calls a step pays serial
+work on the main core that scales with its clock: the framework's per-step
+overhead and loading the batch; and, when the process's resident set
+outgrows what the device keeps resident, swapping (`memory.py`): the
+excess is paged out and back in every step. Background priority stretches
 every term by 1 / background_share (the OS gives the process that share of
-the CPU). Energy is idle power over the whole step, CPU power over each
-phase (all threads busy in parallel phases, one core in serial ones) and
-DRAM energy per byte moved.
+the CPU).
+
+Energy is idle power over the whole step, CPU power over each phase (all
+training threads busy in the parallel calls, one core in serial work),
+GPU busy power while its kernels run, and DRAM energy per byte that misses
+the cache.
 """
 
 from __future__ import annotations
@@ -22,15 +20,39 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fedbench.devices.constants import ClassEfficiency, Constants
-from fedbench.devices.cpu import Active, parallel_power_w, serial_power_w
-from fedbench.devices.profile import DeviceProfile
-from fedbench.measure.workload import OP_CLASSES, OpCost, Workload
+import numpy as np
 
-GB = 1e9
-# Breakdown keys: op classes, then the non-roofline terms.
-TIME_TERMS: tuple[str, ...] = (*OP_CLASSES, "optimizer", "overhead", "input")
-ENERGY_TERMS: tuple[str, ...] = ("idle", "cpu", "memory")
+from fedbench.devices.constants import Constants, CpuFramework
+from fedbench.devices.cpu import Active, parallel_power_w, serial_power_w
+from fedbench.devices.kernels import (
+    GB,
+    OPTIMIZER,
+    CallTable,
+    CpuRig,
+    GpuRig,
+    by_class,
+    cpu_call_seconds,
+    gpu_call_seconds,
+)
+from fedbench.devices.memory import swap_seconds
+from fedbench.devices.profile import DeviceProfile
+from fedbench.measure.workload import OP_CLASSES, Workload
+
+MB = float(1 << 20)
+# Breakdown keys: op classes (their calls' roofline time, forward and
+# backward), then the terms outside it.
+TIME_TERMS: tuple[str, ...] = (
+    *OP_CLASSES,
+    "optimizer",  # the update's calls (serial, main core)
+    "unfold",  # im2col/col2im traffic of GEMM-based convolutions
+    "repack",  # packing/transforming weights per call (once per step, not per sample)
+    "dispatch",  # per-call serial work: framework dispatch, kernel launches
+    "overhead",  # per-step framework overhead
+    "input",  # loading the batch
+    "transfer",  # GPU: host<->device copies
+    "swap",  # paging the resident set's excess out and in
+)
+ENERGY_TERMS: tuple[str, ...] = ("idle", "cpu", "gpu", "memory")
 
 
 @dataclass(frozen=True)
@@ -52,23 +74,30 @@ class StepCost:
         return (self.total_energy_j - self.energy_j["idle"]) / self.seconds if self.seconds else 0.0
 
 
-def _roofline(
-    cost: OpCost,
-    eff: ClassEfficiency,
-    core_gflops: float,
-    threads: int,
-    half_gflop: float,
-    micro: int,
-    bw_gbs: float,
-    speed: float,
-) -> float:
-    if cost.flops <= 0 and cost.bytes <= 0:
-        return 0.0
-    work = cost.flops / GB / micro  # per micro-batch pass: what one kernel launch splits
-    useful = 1.0 + (threads - 1) * work / (work + half_gflop)
-    compute = cost.flops / GB / (useful * core_gflops * eff.compute_eff * speed)
-    memory = cost.bytes / GB / (bw_gbs * eff.bandwidth_eff * speed)
-    return max(compute, memory)
+def cpu_rig(profile: DeviceProfile, active: tuple[Active, ...], consts: Constants) -> CpuRig:
+    main = max(active, key=lambda a: consts.core_peak_gflops(a.cluster.arch, a.freq_ghz))
+    return CpuRig(
+        threads=float(sum(a.threads for a in active)),
+        core_gflops=min(consts.core_peak_gflops(a.cluster.arch, a.freq_ghz) for a in active),
+        main_ghz=main.freq_ghz * consts.core_ipc_scale(main.cluster.arch),
+        dram_gbs=profile.memory.bandwidth_gbs,
+        cache_bytes=profile.memory.cache_mb * MB,
+        dispatch_scale=profile.framework.dispatch_scale,
+    )
+
+
+def serial_seconds(fw: CpuFramework, workload: Workload, main_ghz: float) -> tuple[float, float]:
+    """The step's framework overhead and input loading, serial on the main core."""
+    hz = main_ghz * GB
+    micro = max(1, workload.steps_per_update)
+    return (
+        fw.step_overhead_mcycles * 1e6 * micro / hz,
+        workload.input_bytes * fw.input_cycles_per_byte / hz,
+    )
+
+
+def _main(active: tuple[Active, ...], consts: Constants) -> Active:
+    return max(active, key=lambda a: consts.core_peak_gflops(a.cluster.arch, a.freq_ghz))
 
 
 def step_cost(
@@ -78,59 +107,107 @@ def step_cost(
     consts: Constants,
     framework: str,
     background: bool,
+    processor: str = "cpu",
 ) -> StepCost:
+    """One step of `workload` with the training threads placed as `active`."""
+    if processor == "gpu":
+        return _gpu_step(profile, workload, active, consts, framework, background)
     fw = consts.framework(framework)
-    fitted = consts.fitted
-    threads = sum(a.threads for a in active)
-    slowest = min(consts.core_peak_gflops(a.cluster.arch, a.freq_ghz) for a in active)
-    main = max(active, key=lambda a: consts.core_peak_gflops(a.cluster.arch, a.freq_ghz))
-    micro = max(1, workload.steps_per_update)
-    bw = profile.memory.bandwidth_gbs
-    half = fitted.parallel_half_work_gflop
-
+    table = CallTable.of(workload)
+    rig = cpu_rig(profile, active, consts)
+    calls = cpu_call_seconds(table, rig, fw, consts.fitted.shared)
+    main = _main(active, consts)
     times = dict.fromkeys(TIME_TERMS, 0.0)
-    traffic = 0.0
-    for costs in (workload.forward, workload.backward):
-        for cls in OP_CLASSES:
-            cost = costs.get(cls)
-            if cost is None:
-                continue
-            eff = fitted.op_class[cls]
-            times[cls] += _roofline(cost, eff, slowest, threads, half, micro, bw, fw.speed)
-            traffic += cost.bytes
-    # The update walks the parameters one tensor at a time on the main thread
-    # (the Meizu rows: AlexNet at batch 1 spends half its step updating 30M
-    # parameters while `top` shows ~2.5 of 4 cores busy), so it is serial.
-    main_gflops = consts.core_peak_gflops(main.cluster.arch, main.freq_ghz)
-    times["optimizer"] = _roofline(
-        workload.optimizer, fitted.optimizer, main_gflops, 1, half, 1, bw, fw.speed
-    )
-    traffic += workload.optimizer.bytes
-    # Serial main-thread work, in cycles of the fastest active core.
-    hz = main.freq_ghz * 1e9 * consts.core_ipc_scale(main.cluster.arch)
-    times["overhead"] = fw.step_overhead_mcycles * 1e6 * micro / hz
-    times["input"] = workload.input_bytes * fw.input_cycles_per_byte / hz
+    times.update(by_class(table, calls.roofline))
+    update = table.phase == OPTIMIZER
+    times["optimizer"] = float(calls.roofline[update].sum())
+    times["unfold"] = float(calls.unfold.sum())
+    times["repack"] = float(calls.repack.sum())
+    times["dispatch"] = float(calls.dispatch.sum())
+    times["overhead"], times["input"] = serial_seconds(fw, workload, float(rig.main_ghz))
+    times["swap"] = swap_seconds(profile, workload, fw, consts.fitted.shared)
 
-    parallel_s = sum(times[t] for t in OP_CLASSES)
-    serial_s = times["overhead"] + times["input"] + times["optimizer"]
+    parallel_s = sum(times[c] for c in OP_CLASSES) + times["unfold"] + times["repack"]
+    serial_s = sum(times[k] for k in ("optimizer", "dispatch", "overhead", "input", "swap"))
     share = profile.os.background_share if background else 1.0
     seconds = (parallel_s + serial_s) / share
-    cpu_j = (
-        parallel_power_w(profile, active) * parallel_s + serial_power_w(profile, main) * serial_s
-    )
+    fits = consts.fitted.shared.cache_share * rig.cache_bytes
+    dram = float(np.maximum(0.0, table.bytes - fits).sum() + table.unfold.sum())
     energy = {
         "idle": profile.power.idle_w * seconds,
-        "cpu": cpu_j,
-        "memory": profile.power.mem_w_per_gbs * traffic / GB,
+        "cpu": parallel_power_w(profile, active) * parallel_s
+        + serial_power_w(profile, main) * serial_s,
+        "gpu": 0.0,
+        "memory": profile.power.mem_w_per_gbs * dram / GB,
     }
+    threads = rig.threads
     foreground = parallel_s + serial_s
-    busy = (threads * parallel_s + serial_s) / foreground * share if foreground else 0.0
-    freq = sum(a.freq_ghz * a.threads for a in active) / threads
+    busy = (float(threads) * parallel_s + serial_s) / foreground * share if foreground else 0.0
+    freq = sum(a.freq_ghz * a.threads for a in active) / float(threads)
     return StepCost(
         seconds=seconds,
         time_s={k: v / share for k, v in times.items()},
         energy_j=energy,
         freq_ghz=freq,
         busy_cores=busy,
-        dram_gb=traffic / GB,
+        dram_gb=dram / GB,
+    )
+
+
+def gpu_rig(profile: DeviceProfile, active: tuple[Active, ...], consts: Constants) -> GpuRig:
+    gpu = profile.gpu
+    assert gpu is not None  # emulate() refuses knobs.device=gpu without one
+    main = _main(active, consts)
+    return GpuRig(
+        lanes=float(gpu.lanes),
+        peak_gflops=gpu.peak_gflops,
+        dram_gbs=profile.memory.bandwidth_gbs,
+        copy_gbs=gpu.copy_gbs,
+        host_ghz=main.freq_ghz * consts.core_ipc_scale(main.cluster.arch),
+    )
+
+
+def _gpu_step(
+    profile: DeviceProfile,
+    workload: Workload,
+    active: tuple[Active, ...],
+    consts: Constants,
+    framework: str,
+    background: bool,
+) -> StepCost:
+    gpu = profile.gpu
+    assert gpu is not None
+    fw = consts.gpu_framework(framework)
+    table = CallTable.of(workload)
+    rig = gpu_rig(profile, active, consts)
+    calls = gpu_call_seconds(table, rig, fw)
+    main = _main(active, consts)
+    kernel = np.minimum(calls.device, calls.total - calls.transfer)  # the GPU's share
+    host_bound = calls.total - calls.transfer - kernel  # the host was slower
+    times = dict.fromkeys(TIME_TERMS, 0.0)
+    times.update(by_class(table, kernel))
+    update = table.phase == OPTIMIZER
+    times["optimizer"] = float(kernel[update].sum())
+    times["dispatch"] = float(host_bound.sum())
+    times["transfer"] = float(calls.transfer.sum())
+    times["input"] = workload.input_bytes / GB / gpu.copy_gbs
+    times["swap"] = swap_seconds(profile, workload, fw, consts.fitted.shared)
+    share = profile.os.background_share if background else 1.0
+    busy_gpu = float(calls.device.sum())
+    host_s = float(calls.dispatch.sum()) + times["transfer"] + times["input"] + times["swap"]
+    seconds = sum(times.values()) / share
+    moved = float(table.bytes.sum()) + 2.0 * float((fw.transfer_fraction * table.bytes).sum())
+    energy = {
+        "idle": profile.power.idle_w * seconds,
+        "cpu": serial_power_w(profile, main) * host_s,
+        "gpu": gpu.busy_power_w * busy_gpu,
+        "memory": profile.power.mem_w_per_gbs * moved / GB,
+    }
+    return StepCost(
+        seconds=seconds,
+        time_s={k: v / share for k, v in times.items()},
+        energy_j=energy,
+        freq_ghz=main.freq_ghz,
+        busy_cores=min(1.0, host_s / seconds * share) if seconds else 0.0,
+        dram_gb=moved / GB,
     )

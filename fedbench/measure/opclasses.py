@@ -37,7 +37,7 @@ Costs:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -125,6 +125,21 @@ _CONV_OPS: dict[str, tuple[int, int]] = {
 }
 
 
+# The shape of a call, finer than its class: frameworks run these with
+# different kernels (MNN and NNPACK use Winograd for stride-1 k x k
+# convolutions, a 1x1 convolution is a plain GEMM, a strided one needs an
+# im2col), so the emulator gives each its own efficiency.
+KINDS: tuple[str, ...] = (
+    "matmul",  # mm / addmm / bmm / attention
+    "conv1x1",  # 1x1 convolution (a GEMM over pixels)
+    "conv_kxk",  # k x k (k > 1) convolution, stride 1, no dilation: Winograd-able
+    "conv_strided",  # any other dense convolution (strided, dilated, transposed)
+    "depthwise",
+    "elementwise",
+    "movement",
+)
+
+
 @dataclass(frozen=True)
 class OpCharge:
     """What one call of one aten op costs; `op_class` None means free."""
@@ -132,6 +147,25 @@ class OpCharge:
     op_class: str | None
     flops: float
     bytes: float
+    kind: str | None = None  # one of KINDS (None when free)
+    # Smallest GEMM dimension of a dense/depthwise call (0 otherwise): a
+    # GEMM this thin cannot fill the register tiles (a batch-1 linear layer
+    # is a matrix-vector product), whatever its FLOPs.
+    narrow: float = 0.0
+    # Elements the call writes: the independent outputs its threads split.
+    # A weight gradient reduces over the whole batch into a weight-sized
+    # output, so it parallelises like its output, not like its FLOPs.
+    outputs: float = 0.0
+    # Bytes of the im2col matrix a GEMM-based convolution materialises
+    # (input channels x kernel taps x output pixels; 0 for a 1x1 stride-1
+    # convolution, which is a GEMM on the input itself, and for non-convs).
+    # Frameworks that unfold (MNN's backward Raster, PyTorch's slow_conv2d)
+    # write and read it; Winograd and direct kernels do not.
+    unfold: float = 0.0
+    # Bytes of parameters (and weight gradients) the call reads or writes:
+    # the same at any batch size. Frameworks that repack or transform
+    # weights per call (Winograd, NC4HW4 packing) pay for these every step.
+    weights: float = 0.0
 
 
 _NO_CHARGE = OpCharge(None, 0.0, 0.0)
@@ -222,6 +256,127 @@ def classify(func: torch._ops.OpOverload, args: tuple[Any, ...]) -> str | None:
     return "elementwise"
 
 
+def _conv_kind(func: torch._ops.OpOverload, args: tuple[Any, ...]) -> str:
+    # convolution(input, weight, bias, stride, padding, dilation, transposed, ...)
+    # convolution_backward(grad_out, input, weight, bias_sizes, stride, padding,
+    # dilation, transposed, ...): the backward call has the forward's shape.
+    first = 1 if func._overloadpacket is aten.convolution_backward else 0
+    weight = args[first + 1]
+    stride, dilation, transposed = args[first + 3], args[first + 5], args[first + 6]
+    spatial = list(weight.shape[2:])
+    if transposed or any(int(d) != 1 for d in dilation):
+        return "conv_strided"
+    if all(int(k) == 1 for k in spatial):
+        return "conv1x1"
+    return "conv_kxk" if all(int(s) == 1 for s in stride) else "conv_strided"
+
+
+def _gemm_dims(
+    weight: torch.Tensor, groups: int, pixels_in: int, pixels_out: int
+) -> dict[str, float]:
+    """Narrowest GEMM dimension of a convolution's forward, input-grad and weight-grad GEMMs."""
+    cout = max(1, int(weight.shape[0]) // groups)
+    cin = max(1, int(weight.shape[1]))  # per group
+    taps = int(weight[0, 0].numel()) if weight.dim() > 2 else 1
+    return {
+        "forward": float(min(pixels_out, cout, cin * taps)),
+        "input": float(min(pixels_in, cin, cout * taps)),
+        "weight": float(min(cout, cin * taps, pixels_out)),
+    }
+
+
+def _unfold_bytes(weight: torch.Tensor, groups: int, pixels_out: int, stride: Any) -> float:
+    taps = int(weight[0, 0].numel()) if weight.dim() > 2 else 1
+    if taps == 1 and all(int(s) == 1 for s in stride):
+        return 0.0
+    return 4.0 * groups * int(weight.shape[1]) * taps * pixels_out
+
+
+def _pixels(t: torch.Tensor) -> int:
+    """Rows of a convolution's GEMM: batch x spatial positions."""
+    return t.numel() // max(1, int(t.shape[1])) if t.dim() > 1 else 1
+
+
+def _matmul_narrow(func: torch._ops.OpOverload, args: tuple[Any, ...]) -> float:
+    mats = [t for t in args if isinstance(t, torch.Tensor) and t.dim() >= 2]
+    if func._overloadpacket in (aten.mm, aten.bmm) and len(mats) >= 2:
+        a, b = mats[0], mats[1]
+    elif func._overloadpacket in (aten.addmm, aten.baddbmm) and len(mats) >= 2:
+        a, b = mats[-2], mats[-1]
+    elif mats and mats[0].dim() == 4:  # attention: (batch, heads, length, head dim)
+        return float(min(mats[0].shape[-2], mats[0].shape[-1]))
+    else:
+        return 0.0
+    return float(min(a.shape[-2], a.shape[-1], b.shape[-1]))
+
+
+def call_parts(
+    func: torch._ops.OpOverload,
+    args: tuple[Any, ...],
+    out: Any,
+    total: OpCharge,
+    params: frozenset[int] = frozenset(),
+) -> tuple[OpCharge, ...]:
+    """The GEMM-shaped pieces of one charged call, with their shape features.
+
+    A convolution's backward is two GEMMs of different shapes (the input
+    gradient, the weight gradient): it becomes two parts, each with its
+    share of the FLOPs and the bytes it reads and writes. Every other call
+    is one part, `total` with its narrowest dimension and the bytes of its
+    operands whose storage is in `params` (ids of parameter storages) filled in.
+    """
+    name = func._overloadpacket.__name__
+    if total.op_class not in ("dense", "depthwise"):
+        return (total,)
+    if name not in _CONV_OPS:
+        weights = sum(
+            tensor_bytes(t) for t in _unique(_tensors(args)) if id(t.untyped_storage()) in params
+        )
+        return (replace(total, narrow=_matmul_narrow(func, args), weights=float(weights)),)
+    groups = int(args[_CONV_OPS[name][1]])
+    if func._overloadpacket is not aten.convolution_backward:
+        x, w = args[0], args[1]
+        dims = _gemm_dims(w, groups, _pixels(x), _pixels(out))
+        unfold = _unfold_bytes(w, groups, _pixels(out), args[3])
+        return (
+            replace(total, narrow=dims["forward"], unfold=unfold, weights=float(tensor_bytes(w))),
+        )
+    grad_out, x, w, mask = args[0], args[1], args[2], args[10]
+    dims = _gemm_dims(w, groups, _pixels(x), _pixels(grad_out))
+    unfold = _unfold_bytes(w, groups, _pixels(grad_out), args[4])
+    go, xb, wb = tensor_bytes(grad_out), tensor_bytes(x), tensor_bytes(w)
+    pieces = []
+    if mask[0]:  # grad_input: reads grad_out and the weight, writes an input-sized tensor
+        pieces.append((go + wb + xb, dims["input"], float(x.numel())))
+    if mask[1]:  # grad_weight: reads grad_out and the input, writes a weight-sized tensor
+        pieces.append((go + xb + wb, dims["weight"], float(w.numel())))
+    if not pieces:
+        return (total,)
+    share = 1.0 / len(pieces)  # each gradient costs one forward's FLOPs
+    moved = sum(b for b, _, _ in pieces)
+    return tuple(
+        replace(
+            total,
+            flops=total.flops * share,
+            bytes=total.bytes * b / moved,
+            narrow=n,
+            outputs=o,
+            unfold=unfold,
+            weights=float(wb),
+        )
+        for b, n, o in pieces
+    )
+
+
+def kind_of(func: torch._ops.OpOverload, args: tuple[Any, ...], op_class: str) -> str:
+    """The call's shape kind (KINDS) within its class."""
+    if op_class != "dense":
+        return op_class
+    if func._overloadpacket.__name__ in _CONV_OPS:
+        return _conv_kind(func, args)
+    return "matmul"
+
+
 def charge(
     func: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
 ) -> OpCharge:
@@ -244,4 +399,5 @@ def charge(
     else:
         touched = _elements_touched(func, reads, writes)
         flops = _FLOPS_PER_ELEMENT.get(func._overloadpacket.__name__, 1.0) * touched
-    return OpCharge(op_class, flops, moved)
+    outputs = float(sum(t.numel() for t in writes))
+    return OpCharge(op_class, flops, moved, kind_of(func, args, op_class), outputs=outputs)

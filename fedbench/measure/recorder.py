@@ -23,7 +23,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from fedbench.measure.opclasses import charge
+from fedbench.measure.opclasses import call_parts, charge
 
 PHASES: tuple[str, ...] = ("forward", "backward", "optimizer")
 
@@ -58,11 +58,18 @@ class StorageTracker:
 class StepRecorder(TorchDispatchMode):
     """Charges ops to (phase, op class) and tracks live storages."""
 
-    def __init__(self) -> None:
+    def __init__(self, params: frozenset[int] = frozenset()) -> None:
         super().__init__()
         self.phase: str | None = None
+        # Storage ids of the model's parameters: operands read once per step.
+        self.params = params
         # phase -> op class -> [flops, bytes]
         self.costs: dict[str, dict[str, list[float]]] = {p: {} for p in PHASES}
+        # Every charged call in order: (phase, op class, kind, flops, bytes,
+        # narrowest GEMM dimension, output elements, im2col bytes, weight bytes).
+        # The emulator times each call on its own (a per-call roofline, a
+        # launch cost per call), which class totals cannot express.
+        self.calls: list[tuple[str, str, str, float, float, float, float, float, float]] = []
         self.storages = StorageTracker()
 
     def __torch_dispatch__(
@@ -80,6 +87,21 @@ class StepRecorder(TorchDispatchMode):
                 slot = self.costs[self.phase].setdefault(cost.op_class, [0.0, 0.0])
                 slot[0] += cost.flops
                 slot[1] += cost.bytes
+                for part in call_parts(func, args, out, cost, self.params):
+                    assert part.op_class is not None and part.kind is not None
+                    self.calls.append(
+                        (
+                            self.phase,
+                            part.op_class,
+                            part.kind,
+                            part.flops,
+                            part.bytes,
+                            part.narrow,
+                            part.outputs,
+                            part.unfold,
+                            part.weights,
+                        )
+                    )
         leaves, _ = tree_flatten(out)
         self.storages.add(x for x in leaves if isinstance(x, torch.Tensor))
         return out

@@ -32,7 +32,8 @@ from torch import nn
 from torch.utils.weak import WeakIdKeyDictionary
 
 from fedbench.measure import cache as workload_cache
-from fedbench.measure.recorder import StepRecorder
+from fedbench.measure.opclasses import KINDS
+from fedbench.measure.recorder import PHASES, StepRecorder
 from fedbench.measure.step import (
     StepObserver,
     StepSpec,
@@ -54,6 +55,30 @@ class OpCost:
 
 
 @dataclass(frozen=True)
+class OpCalls:
+    """Every charged aten call of the step, in execution order, as columns.
+
+    The class totals in `Workload.forward`/`backward` are sums over these;
+    the emulator needs the calls themselves: a small call neither fills the
+    cores nor amortises its launch, and whether a call's operands fit in
+    cache depends on the call's size, not on its class's total.
+    """
+
+    phase: tuple[int, ...]  # index into recorder.PHASES (forward, backward, optimizer)
+    op_class: tuple[int, ...]  # index into OP_CLASSES
+    kind: tuple[int, ...]  # index into opclasses.KINDS (the call's shape)
+    flops: tuple[float, ...]
+    bytes: tuple[float, ...]  # read + written by the call (opclasses.charge)
+    narrow: tuple[float, ...]  # smallest GEMM dimension of dense calls, else 0
+    outputs: tuple[float, ...]  # elements written: the work threads can split
+    unfold: tuple[float, ...]  # bytes of a convolution's im2col matrix, else 0
+    weights: tuple[float, ...]  # bytes of parameters (weight gradients) a GEMM call touches
+
+    def __len__(self) -> int:
+        return len(self.flops)
+
+
+@dataclass(frozen=True)
 class Workload:
     """One optimizer step of `model` at `batch_size` under `plan`."""
 
@@ -72,6 +97,7 @@ class Workload:
     workspace_bytes: int  # transient bytes live at the peak beyond the above
     input_bytes: int
     steps_per_update: int = 1  # micro-batches per optimizer step
+    calls: OpCalls | None = None  # every charged call (None: hand-built workloads)
 
     @property
     def total_flops(self) -> float:
@@ -103,6 +129,9 @@ class Workload:
         for phase in ("forward", "backward"):
             fields[phase] = {k: OpCost(**v) for k, v in fields[phase].items()}
         fields["optimizer"] = OpCost(**fields["optimizer"])
+        calls = fields.get("calls")
+        if calls is not None:
+            fields["calls"] = OpCalls(**{k: tuple(v) for k, v in calls.items()})
         return cls(**fields)
 
 
@@ -216,11 +245,26 @@ def _measure(model: nn.Module, spec: StepSpec, model_name: str, plan: str) -> Wo
     state = list(step.model.parameters()) + list(step.model.buffers())
     opt_state = list(optimizer_state_tensors(step.optimizer))
     batch = [step.inputs, step.targets]
-    recorder = StepRecorder()
+    recorder = StepRecorder(frozenset(id(p.untyped_storage()) for p in step.model.parameters()))
     recorder.storages.add(state + opt_state + batch)
     observer = _WorkloadObserver(recorder, state + batch)
     with isolated(), recorder:
         run_step(step, observer)
+
+    phases = {p: i for i, p in enumerate(PHASES)}
+    classes = {c: i for i, c in enumerate(OP_CLASSES)}
+    kinds = {k: i for i, k in enumerate(KINDS)}
+    calls = OpCalls(
+        phase=tuple(phases[c[0]] for c in recorder.calls),
+        op_class=tuple(classes[c[1]] for c in recorder.calls),
+        kind=tuple(kinds[c[2]] for c in recorder.calls),
+        flops=tuple(c[3] for c in recorder.calls),
+        bytes=tuple(c[4] for c in recorder.calls),
+        narrow=tuple(c[5] for c in recorder.calls),
+        outputs=tuple(c[6] for c in recorder.calls),
+        unfold=tuple(c[7] for c in recorder.calls),
+        weights=tuple(c[8] for c in recorder.calls),
+    )
 
     def per_class(phase: str) -> dict[str, OpCost]:
         costs = recorder.costs[phase]
@@ -250,4 +294,5 @@ def _measure(model: nn.Module, spec: StepSpec, model_name: str, plan: str) -> Wo
         workspace_bytes=max(0, recorder.storages.peak_bytes - static),
         input_bytes=input_bytes,
         steps_per_update=spec.microbatches,
+        calls=calls,
     )

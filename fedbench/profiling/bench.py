@@ -88,15 +88,26 @@ def _lower_quartile(values: Sequence[float]) -> float:
 
 def _prepared(case: Case) -> tuple[PreparedStep, tuple[int, ...], Workload]:
     from fedbench.models import build_model, model_names
+    from fedbench.models.registry import input_spec
 
     if case.model not in model_names():
         raise FedbenchError(f"model {case.model!r} is not in the zoo; valid: {model_names()}")
     model, shape = build_model(case.model)
     shape = tuple(shape)
+    spec = input_spec(case.model)  # token-id models take int64 inputs
     workload = measure_workload(
-        model, shape, case.batch_size, model_name=case.model, optimizer=OPTIMIZER
+        model,
+        shape,
+        case.batch_size,
+        model_name=case.model,
+        optimizer=OPTIMIZER,
+        input_dtype=spec.dtype,
+        input_high=spec.high,
     )
-    return prepare(model, StepSpec(shape, case.batch_size, optimizer=OPTIMIZER)), shape, workload
+    step = StepSpec(
+        shape, case.batch_size, optimizer=OPTIMIZER, input_dtype=spec.dtype, input_high=spec.high
+    )
+    return prepare(model, step), shape, workload
 
 
 def _time(

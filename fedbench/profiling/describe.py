@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,6 +63,8 @@ class DeviceDescription:
     clusters: tuple[CoreGroup, ...]
     total_mb: int
     available_mb: int
+    cache_mb: float | None = None  # largest CPU cache (sysfs), None when not exposed
+    swap_mb: int = 0
 
     @property
     def total_cores(self) -> int:
@@ -147,9 +150,33 @@ def describe(root: Path = Path("/")) -> DeviceDescription:
     if root == Path("/"):
         mem = psutil.virtual_memory()
         total, available = int(mem.total >> 20), int(mem.available >> 20)
+        swap = int(psutil.swap_memory().total >> 20)
     else:
         total, available = _meminfo(root)
-    return DeviceDescription(platform.machine(), tuple(clusters), total, available)
+        swap = _meminfo_key(root, "SwapTotal")
+    return DeviceDescription(
+        platform.machine(), tuple(clusters), total, available, _cache_mb(root), swap
+    )
+
+
+def _cache_mb(root: Path) -> float | None:
+    """The largest cache cpu0 sees (the last level), MB."""
+    sizes = []
+    for index in (root / "sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        text = (read_text(index / "size") or "").strip().upper()
+        match = re.fullmatch(r"(\d+)([KMG]?)", text)
+        if match:
+            scale = {"": 1 / 2**20, "K": 1 / 1024, "M": 1.0, "G": 1024.0}[match.group(2)]
+            sizes.append(int(match.group(1)) * scale)
+    return max(sizes) if sizes else None
+
+
+def _meminfo_key(root: Path, key: str) -> int:
+    for line in (read_text(root / "proc/meminfo") or "").splitlines():
+        name, _, rest = line.partition(":")
+        if name == key and rest.split():
+            return int(rest.split()[0]) // 1024
+    return 0
 
 
 def _fastest_last(item: tuple[tuple[str, float | None], object]) -> tuple[float, str]:

@@ -13,6 +13,9 @@ efficiency relative to those constants, so profile_device fits:
   devices the constants were fitted to); it scales compute and per-pass
   overhead alike, as the emulator's clock does;
 - the effective memory bandwidth (memory-bound operator classes);
+- the per-call cost of this build of the framework relative to the fitted
+  constants (`framework.dispatch_scale`: another interpreter, another torch
+  version);
 - the arch (when /proc/cpuinfo does not name the core) and the framework,
   by trying each and keeping the best.
 
@@ -43,6 +46,7 @@ from fedbench.measure.workload import Workload
 MAX_GHZ = 5.0  # the profile schema's clock bound
 MIN_GHZ = 0.1
 BW_RANGE = (0.1, 1000.0)  # GB/s, the schema's bandwidth bound
+DISPATCH_RANGE = (0.01, 100.0)  # framework.dispatch_scale's schema bound
 SECTIONS = ("clusters", "memory", "power", "thermal", "network", "availability", "framework", "os")
 
 
@@ -61,6 +65,7 @@ class Fit:
     framework: str
     clock_scale: float
     bandwidth_gbs: float
+    dispatch_scale: float
     rms_log_error: float  # over the samples fitted
     at_bound: tuple[str, ...]  # parameters stuck at a schema bound
     profile: DeviceProfile
@@ -72,6 +77,7 @@ def with_params(
     framework: str,
     scale: float,
     bandwidth_gbs: float,
+    dispatch_scale: float = 1.0,
     digits: int | None = None,
 ) -> dict[str, Any]:
     """`base` (a profile as YAML data, clusters at nominal clocks) with fitted values in.
@@ -94,6 +100,7 @@ def with_params(
         cluster.pop("nominal_steps", None)
     data["memory"]["bandwidth_gbs"] = r(float(bandwidth_gbs))
     data["framework"]["name"] = framework
+    data["framework"]["dispatch_scale"] = r(float(dispatch_scale))
     return data
 
 
@@ -127,30 +134,32 @@ def fit_profile(
         raise ValueError("no bench samples to fit")
     consts = load_constants()
     archs = list(archs or consts.archs.arch)
-    frameworks = list(frameworks or consts.fitted.framework)
+    frameworks = list(frameworks or consts.fitted.cpu)
     lo_k, hi_k = _scale_bounds(base)
     best: Fit | None = None
     for arch in archs:
         for framework in frameworks:
 
             def build(x: np.ndarray, arch: str = arch, framework: str = framework) -> DeviceProfile:
-                data = with_params(base, arch, framework, math.exp(x[0]), math.exp(x[1]))
+                data = with_params(
+                    base, arch, framework, math.exp(x[0]), math.exp(x[1]), math.exp(x[2])
+                )
                 # Validated as the file will be; the citations are written afterwards.
                 data["sources"] = dict.fromkeys(SECTIONS, "being fitted")
                 return parse_profile(data, "<fit>", expected_name=str(base["name"]))
 
             result = least_squares(
                 _residuals(build, samples),
-                x0=[0.0, math.log(10.0)],
+                x0=[0.0, math.log(10.0), 0.0],
                 bounds=(
-                    [math.log(lo_k), math.log(BW_RANGE[0])],
-                    [math.log(hi_k), math.log(BW_RANGE[1])],
+                    [math.log(lo_k), math.log(BW_RANGE[0]), math.log(DISPATCH_RANGE[0])],
+                    [math.log(hi_k), math.log(BW_RANGE[1]), math.log(DISPATCH_RANGE[1])],
                 ),
                 diff_step=1e-4,
             )
             rms = float(np.sqrt(np.mean(np.square(result.fun))))
             if best is None or rms < best.rms_log_error:
-                k, bw = (float(v) for v in np.exp(result.x))
+                k, bw, ds = (float(v) for v in np.exp(result.x))
                 stuck = []
                 if k >= hi_k * 0.999:
                     stuck.append(f"clock at the {MAX_GHZ:g} GHz ceiling")
@@ -158,8 +167,10 @@ def fit_profile(
                     stuck.append(f"clock at the {MIN_GHZ:g} GHz floor")
                 if bw >= BW_RANGE[1] * 0.999 or bw <= BW_RANGE[0] * 1.001:
                     stuck.append("bandwidth at its bound")
-                rounded = [math.log(round(k, 6)), math.log(round(bw, 4))]
-                best = Fit(arch, framework, k, bw, rms, tuple(stuck), build(np.array(rounded)))
+                if ds >= DISPATCH_RANGE[1] * 0.999 or ds <= DISPATCH_RANGE[0] * 1.001:
+                    stuck.append("per-call cost at its bound")
+                rounded = [math.log(round(k, 6)), math.log(round(bw, 4)), math.log(round(ds, 4))]
+                best = Fit(arch, framework, k, bw, ds, rms, tuple(stuck), build(np.array(rounded)))
     assert best is not None
     return best
 

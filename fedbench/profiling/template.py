@@ -35,6 +35,7 @@ ASSUMED = {
     "resistance_c_per_w": 10.0,
     "time_constant_s": 180.0,
     "critical_c": 95.0,
+    "swap_gbs": 0.1,
 }
 
 
@@ -127,7 +128,15 @@ def base_profile(m: Measured) -> dict[str, Any]:
         "kind": m.kind,
         "soc": soc_name(),
         "clusters": clusters,
-        "memory": {"total_mb": total, "train_budget_mb": budget, "bandwidth_gbs": 10.0},
+        "memory": {
+            "total_mb": total,
+            "train_budget_mb": budget,
+            "bandwidth_gbs": 10.0,
+            "cache_mb": round(min(1024.0, max(0.03, m.description.cache_mb or 1.0)), 3),
+            "available_mb": max(16, min(total, m.description.available_mb)),
+            "swap_mb": m.description.swap_mb,
+            "swap_gbs": ASSUMED["swap_gbs"],
+        },
         "power": {
             "idle_w": round(m.idle_w, 3) if _ok(m.idle_w) else ASSUMED["idle_w"],
             "mem_w_per_gbs": ASSUMED["mem_w_per_gbs"],
@@ -146,8 +155,8 @@ def base_profile(m: Measured) -> dict[str, Any]:
         "network": {"up_mbps": 100.0, "down_mbps": 100.0, "rtt_ms": 5.0},
         "availability": {"hours": [[0, 24]]},
         "battery": {"capacity_wh": round(m.battery_wh, 3) if m.battery_wh else None},
-        "framework": {"name": "pytorch", "threads": m.threads},
-        "os": {"background_share": 0.9},
+        "framework": {"name": "pytorch", "threads": m.threads, "dispatch_scale": 1.0},
+        "os": {"background_share": 0.9, "governor": "top"},
     }
 
 
@@ -190,6 +199,14 @@ def sources(
         "resident for a Python process with torch and fedbench loaded"
     )
     out["memory.bandwidth_gbs"] = f"{by}: effective bandwidth {mem['bandwidth_gbs']} GB/s, {how}"
+    out["memory.cache_mb"] = (
+        f"{by}: largest cache of cpu0 (sysfs cache/index*/size)"
+        if m.description.cache_mb
+        else f"{assumed} {mem['cache_mb']} MB (no cache size in sysfs)"
+    )
+    out["memory.available_mb"] = f"{by}: MemAvailable (what the OS leaves resident to a process)"
+    out["memory.swap_mb"] = f"{by}: SwapTotal"
+    out["memory.swap_gbs"] = f"{assumed} {mem['swap_gbs']} GB/s (swap device not benchmarked)"
     power = data["power"]
     out["power.idle_w"] = (
         f"{by}: probe average over an idle period"
@@ -230,5 +247,9 @@ def sources(
         f"{by}: the framework constants (kernel speed, per-pass overhead) that fit best; "
         "the bench itself ran PyTorch"
     )
+    out["framework.dispatch_scale"] = (
+        f"{by}: this build's per-call framework cost relative to the fitted constants, {how}"
+    )
     out["os.background_share"] = f"{assumed} 0.9 (a dedicated device; not benchmarked)"
+    out["os.governor"] = f"{assumed} top (busy cores at their top clock, as the bench ran)"
     return out

@@ -94,8 +94,12 @@ def test_the_emulator_costs_the_jobs_plan(net: torch.nn.Module) -> None:
     )
     assert planned.peak_mem_mb == pytest.approx(w.peak_bytes / 2**20)
     assert planned.peak_mem_mb < full.peak_mem_mb
-    assert planned.latency_s > full.latency_s  # recompute and smaller kernels cost time
-    assert planned.energy_j > full.energy_j
+    # Recompute and the smaller kernels cost compute and per-call time; the
+    # smaller micro-batch's im2col fits the cache, which the full batch's
+    # does not, so the total can go either way.
+    assert planned.time_s["dense"] > full.time_s["dense"]
+    assert planned.time_s["dispatch"] > full.time_s["dispatch"]
+    assert planned.time_s["unfold"] < full.time_s["unfold"]
     # A short last step keeps the micro-batch size: 20 examples as 4 slices of 5.
     assert step_runs(_job(sizes=(32, 32, 20), plan=Plan(4))) == [
         (Plan(4), 32, 2),

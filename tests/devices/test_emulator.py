@@ -48,30 +48,20 @@ def test_deterministic_and_complete() -> None:
 
 @pytest.mark.parametrize("device", ["meizu_16t", "rpi4", "jetson_tx2"])
 def test_larger_batch_raises_throughput(device: str) -> None:
+    # Class totals (no per-call table): only the per-step costs amortise;
+    # the per-call mechanisms are tested on real models in test_paper_facts.
     rates = [b / run(device, batch=b).latency_s for b in (1, 4, 16, 64)]
-    assert rates == sorted(rates) and rates[-1] > 1.5 * rates[0]
-
-
-def test_four_big_cores_fastest_one_little_core_at_min_clock_least_energy() -> None:
-    """Paper 001: 4 big cores at top clock are fastest; 1 little core at the lowest
-    clock uses the least energy (above idle) while running far slower."""
-    grid = {}
-    for clusters, counts in ((("prime", "gold"), (1, 2, 4)), (("silver",), (1, 2, 4)), ((), (8,))):
-        for n in counts:
-            for freq in (None, 1.4016, 0.01):
-                knobs = Knobs(cores=n, clusters=clusters, freq_ghz=freq)
-                grid[(clusters, n, freq)] = run("meizu_16t", knobs=knobs)
-    fastest = min(grid, key=lambda k: grid[k].latency_s)
-    frugal = min(grid, key=lambda k: above_idle_j(grid[k]))
-    assert fastest == (("prime", "gold"), 4, None)
-    assert frugal == (("silver",), 1, 0.01)
-    assert grid[frugal].latency_s > 10 * grid[fastest].latency_s
+    assert rates == sorted(rates) and rates[-1] > 1.05 * rates[0]
 
 
 def test_repeated_training_heats_and_slows() -> None:
-    p = load_profile("meizu_16t")
-    first = run(p, steps=200)
-    later = run(p, steps=200, state=run(p, steps=3000).state)
+    # The S8 Plus's default governor holds the top step until a thermal trip
+    # (the Meizu's settles below its first trip's cap: test_paper_facts).
+    p = load_profile("samsung_s8plus")
+    # 1000 steps (~27 min) from cold stay below the first trip; from hot
+    # (after 3000 steps) they cross it.
+    first = run(p, steps=1000)
+    later = run(p, steps=1000, state=run(p, steps=3000).state)
     assert later.temp_c_start > first.temp_c_start
     assert later.throttled_frac > 0 and first.throttled_frac == 0
     assert later.latency_s > 1.1 * first.latency_s

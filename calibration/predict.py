@@ -1,0 +1,141 @@
+"""The emulator's step time for many calibration rows at once, for fitting.
+
+`Predictor` concatenates the call tables of every row of one framework and
+times them with the emulator's own per-call model
+(`fedbench.devices.kernels`), the emulator's own thread placement and
+governor (`fedbench.devices.cpu.place`), serial terms and swapping
+(`fedbench.devices.step`, `fedbench.devices.memory`): one vectorised call
+per framework instead of one emulation per row, so a fit with cross-
+validation takes minutes. fit.py checks at the end that every row's
+prediction equals `fedbench.devices.emulator.emulate`'s (one step from
+the idle state), so the report is exactly what the emulator says.
+
+Forward-only predictions (the MNN rows' inference timing) are the forward
+calls alone: their roofline, im2col traffic and dispatch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from rows import Row
+
+from fedbench.devices.constants import Constants
+from fedbench.devices.cpu import place
+from fedbench.devices.kernels import (
+    FORWARD,
+    CallTable,
+    CpuRig,
+    cpu_call_seconds,
+    gpu_call_seconds,
+)
+from fedbench.devices.memory import resident_mb, swap_seconds
+from fedbench.devices.profile import DeviceProfile, load_profile
+from fedbench.devices.step import cpu_rig, gpu_rig, serial_seconds
+from fedbench.measure.workload import Workload
+
+
+@dataclass(frozen=True)
+class Predictions:
+    step_s: np.ndarray  # one training step, per row
+    forward_s: np.ndarray  # forward pass alone, per row (NaN where not published)
+    rss_mb: np.ndarray  # peak resident set, per row
+
+
+@dataclass
+class _Group:
+    """The rows of one (processor, framework), their calls concatenated."""
+
+    rows: list[int]
+    table: CallTable
+    row_of_call: np.ndarray  # index into `rows`
+    forward: CallTable
+    row_of_forward: np.ndarray
+
+
+class Predictor:
+    def __init__(self, rows: Sequence[Row], loads: Sequence[Workload]) -> None:
+        self.rows, self.loads = list(rows), list(loads)
+        self.profiles: dict[str, DeviceProfile] = {r.device: load_profile(r.device) for r in rows}
+        self.groups: dict[tuple[str, str], _Group] = {}
+        tables = [CallTable.of(w) for w in loads]
+        keys = sorted({(r.knobs.device, r.framework) for r in rows})
+        for key in keys:
+            idx = [i for i, r in enumerate(rows) if (r.knobs.device, r.framework) == key]
+            fwd = [i for i in idx if rows[i].forward_s is not None]
+            parts = [tables[i] for i in idx]
+            whole = CallTable.concat(parts)
+            fparts = [tables[i].select(tables[i].phase == FORWARD) for i in fwd]
+            self.groups[key] = _Group(
+                idx,
+                whole,
+                np.repeat(np.arange(len(idx)), [len(t) for t in parts]),
+                CallTable.concat(fparts) if fparts else whole.select(np.zeros(len(whole), bool)),
+                np.repeat([idx.index(i) for i in fwd], [len(t) for t in fparts]).astype(int),
+            )
+
+    def __call__(self, consts: Constants) -> Predictions:
+        n = len(self.rows)
+        step, forward, rss = np.zeros(n), np.full(n, np.nan), np.zeros(n)
+        for (processor, framework), g in self.groups.items():
+            if processor == "gpu":
+                self._gpu(consts, framework, g, step, rss)
+            else:
+                self._cpu(consts, framework, g, step, forward, rss)
+        return Predictions(step, forward, rss)
+
+    def _rigs(self, consts: Constants, g: _Group) -> list[CpuRig]:
+        out = []
+        for i in g.rows:
+            r = self.rows[i]
+            profile = self.profiles[r.device]
+            out.append(cpu_rig(profile, place(profile, r.knobs, consts, None), consts))
+        return out
+
+    def _cpu(
+        self,
+        consts: Constants,
+        framework: str,
+        g: _Group,
+        step: np.ndarray,
+        forward: np.ndarray,
+        rss: np.ndarray,
+    ) -> None:
+        fw, shared = consts.framework(framework), consts.fitted.shared
+        rigs = self._rigs(consts, g)
+
+        def spread(which: np.ndarray) -> CpuRig:
+            field = lambda name: np.array([float(getattr(r, name)) for r in rigs])[which]  # noqa: E731
+            return CpuRig(*(field(f) for f in CpuRig.__dataclass_fields__))
+
+        calls = cpu_call_seconds(g.table, spread(g.row_of_call), fw, shared)
+        sums = np.bincount(g.row_of_call, weights=calls.total, minlength=len(g.rows))
+        if len(g.forward):
+            fcalls = cpu_call_seconds(g.forward, spread(g.row_of_forward), fw, shared)
+            fsums = np.bincount(g.row_of_forward, weights=fcalls.total, minlength=len(g.rows))
+        for k, i in enumerate(g.rows):
+            r, w = self.rows[i], self.loads[i]
+            profile = self.profiles[r.device]
+            overhead, loading = serial_seconds(fw, w, float(rigs[k].main_ghz))
+            step[i] = sums[k] + overhead + loading + swap_seconds(profile, w, fw, shared)
+            rss[i] = resident_mb(w, fw)
+            if r.forward_s is not None:
+                forward[i] = fsums[k]
+
+    def _gpu(
+        self, consts: Constants, framework: str, g: _Group, step: np.ndarray, rss: np.ndarray
+    ) -> None:
+        fw, shared = consts.gpu_framework(framework), consts.fitted.shared
+        for k, i in enumerate(g.rows):
+            r, w = self.rows[i], self.loads[i]
+            profile = self.profiles[r.device]
+            gpu = profile.gpu
+            assert gpu is not None
+            rig = gpu_rig(profile, place(profile, r.knobs, consts, None), consts)
+            table = g.table.select(g.row_of_call == k)
+            calls = gpu_call_seconds(table, rig, fw)
+            loading = w.input_bytes / 1e9 / gpu.copy_gbs
+            step[i] = float(calls.total.sum()) + loading + swap_seconds(profile, w, fw, shared)
+            rss[i] = resident_mb(w, fw)

@@ -1,0 +1,206 @@
+"""The prose and the long tables of calibration/report.md (report.py assembles them)."""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+from rows import mape
+
+from fedbench.devices.constants import Constants
+
+SHORT_CONFIG = {
+    "all 8 cores fixed at 1.7088 GHz (userspace governor), 4 threads": "4 thr @1.71 GHz",
+    "4 threads pinned to the big cores (taskset f0: 1 prime + 3 gold), default governor": (
+        "4 big, default gov"
+    ),
+    "4 threads, default governor (unrooted: no pinning, no clock setting)": "4 thr, default gov",
+    "full training, images loaded from filesystem, 20 SGD steps": "full",
+    "fine-tune (last layers), images loaded from filesystem, 20 SGD steps": "fine-tune",
+    "GPU (256-core Pascal), TensorFlow defaults, CIFAR-10 / Atari frames": "GPU",
+}
+
+
+def intro(result: Any, n_cpu: int) -> list[str]:
+    m, g = result.mape, result.gpu_mape
+    lomo, lodo = m.get("lomo", math.nan), m.get("lodo", math.nan)
+    worst = max(lomo, lodo)
+    verdict = (
+        f"**The 20% target is not reached**: the worse out-of-fold scheme is at {worst:.1f}% "
+        "(see *Why* below)."
+        if worst > 20
+        else f"The worse out-of-fold scheme is at {worst:.1f}%, within the 20% target."
+    )
+    return [
+        "# Emulator calibration report",
+        "",
+        "Written by `python calibration/fit.py` (do not edit). Measured rows:",
+        "`calibration/data/training_measurements.csv` (sources in `calibration/data/README.md`);",
+        "the fitted constants are in `fedbench/devices/fitted_constants.yaml`; every row's",
+        "figures in `report.csv`.",
+        "",
+        "Every prediction is the emulator's own: one training step from the idle state",
+        "(`fedbench.devices.emulator.emulate`, which fit.py checks row by row against the",
+        "vectorised predictor it fits with) for the real workload of the real zoo model at",
+        "the row's input, batch, optimizer and trainable set, with the row's core, clock and",
+        "processor setting as knobs. The fit uses shared constants only - never one per row.",
+        "",
+        "## Latency error",
+        "",
+        "In-sample errors say how well the constants can describe the rows they were fitted",
+        "to; the out-of-fold errors say how well the emulator predicts what it has not seen:",
+        "*leave one model out* refits without every row of a zoo model (on every device) and",
+        "predicts those rows, *leave one device out* does the same per device (the Meizu 16T's",
+        "two configurations are one device). Every fit starts from the same prior centres.",
+        "",
+        f"| rows | {' | '.join(k.replace('_', ' ') + ' MAPE %' for k in m)} |",
+        "|---|" + "---|" * len(m),
+        f"| {n_cpu} CPU rows | {' | '.join(f'**{v:.1f}**' for v in m.values())} |",
+        f"| 4 TX2 GPU rows | {' | '.join(f'{v:.1f}' for v in g.values())} |",
+        "",
+        verdict,
+        "",
+        "For scale: FedScale's device model (one seconds-per-sample figure per device for",
+        f"every model), fitted to these very CPU rows, scores {result.baseline_mape:.1f}% MAPE",
+        "in-sample.",
+    ]
+
+
+def gpu_note() -> list[str]:
+    return [
+        "",
+        "The GPU rows are four derived figures of one device (paper 000's TX2 throughputs):",
+        "leaving the TX2 out leaves no GPU row, so its *leave one device out* column is the",
+        "priors alone - what the emulator says for a GPU stack it has never seen measured.",
+    ]
+
+
+def host_lomo(path: Path) -> list[str]:
+    if not path.is_file():
+        return [f"Not run yet: `python benchmarks/profile_device.py` writes `{path.name}`."]
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    errors = [float(r["error_pct"]) for r in rows]
+    head = rows[0]
+    lines = [
+        f"`python benchmarks/profile_device.py` ({head.get('date', '')}, {head.get('host', '')}):",
+        "profile_device's fit (clock scale, bandwidth, arch, framework, per-call overhead) on",
+        "every benched zoo model but one, predicting the one left out, for each model in turn,",
+        "from the host's measured step times (one thread, CPU time).",
+        "",
+        f"**Host leave-one-model-out MAPE: {mape(errors):.1f}%** over {len(rows)} cases.",
+        "",
+        "| held-out case | measured ms | predicted ms | error % |",
+        "|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['case']} | {r['measured_ms']} | {r['predicted_ms']} | {r['error_pct']} |"
+        for r in rows
+    ]
+    return lines
+
+
+def arch_note(consts: Constants) -> list[str]:
+    inorder = consts.archs.pipeline_efficiency.get("inorder", math.nan)
+    return [
+        "",
+        "Per-architecture FLOPs/cycle and the in-order pipeline factor are specs and",
+        "assumptions (`fedbench/devices/arch_specs.yaml`), not fitted: no in-order core has",
+        f"a calibration row. The in-order factor ({inorder:g}) was first set to 0.5 and",
+        "revised on a kernel-scheduling argument after the paper 001 LITTLE-core checks below",
+        "had been looked at, so those checks are not fully blind.",
+    ]
+
+
+def rows_table(result: Any) -> list[str]:
+    folds = list(result.folds)
+    head = ["device", "zoo model", "setup", "batch", "trainable", "measured ms", "in-sample ms"]
+    head += [f"{s.upper()} ms" for s in folds]
+    head += ["error % (in / " + " / ".join(s.upper() for s in folds) + ")", "fwd meas / pred ms"]
+    head += ["RES MB meas / RSS pred"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in result.records:
+        errs = [r["error_pct"], *(r[f"{s}_error_pct"] for s in folds)]
+        fwd = ""
+        if r["measured_forward_ms"] is not None:
+            fwd = f"{r['measured_forward_ms']:g} / {r['predicted_forward_ms']:g}"
+        res = f"{'' if r['measured_res_mb'] is None else int(r['measured_res_mb'])} / "
+        res += f"{int(r['predicted_rss_mb'])}"
+        cells = [
+            r["device"],
+            r["zoo_model"],
+            SHORT_CONFIG.get(r["config"], r["config"]),
+            r["batch"],
+            r["trainable"],
+            r["measured_ms"],
+            r["predicted_ms"],
+            *(r[f"{s}_ms"] for s in folds),
+            " / ".join(f"{e:+.0f}" for e in errs),
+            fwd,
+            res,
+        ]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    return lines
+
+
+def memory_section(result: Any) -> list[str]:
+    recs = [r for r in result.records if r["measured_res_mb"] is not None]
+    errs = [100 * (r["predicted_rss_mb"] / r["measured_res_mb"] - 1) for r in recs]
+    by_model: dict[str, list[float]] = {}
+    for r, e in zip(recs, errs, strict=True):
+        by_model.setdefault(r["zoo_model"], []).append(e)
+    per_model = ", ".join(f"{m} {mape(v):.0f}%" for m, v in sorted(by_model.items()))
+    fwd = [r for r in result.records if r["measured_forward_ms"] is not None]
+    ferr = [100 * (r["predicted_forward_ms"] / r["measured_forward_ms"] - 1) for r in fwd]
+    return [
+        "",
+        "## Memory and forward passes",
+        "",
+        "Peak resident set (RSS): `runtime_mb + rss_per_tensor_byte x tensor peak` per",
+        "framework (`fedbench/devices/memory.py`), against the `top` RES of the MNN rows:",
+        f"MAPE {mape(errs):.1f}% over {len(recs)} rows (in-sample; {per_model}). MNN's",
+        "resident set per sample is not one multiple of the activations autograd saves",
+        "(SqueezeNet's RES grows 4.7x its saved activations per sample, GoogLeNet's 3.1x,",
+        "AlexNet's 18x), so one factor per framework misses by tens of percent per model. The",
+        "training-tensor peak itself (what the memory planner budgets) is checked against this",
+        "host's allocator by `benchmarks/memory_prediction.py`.",
+        "",
+        "Swapping: the MNN SqueezeNet batch-32 rows (4.3 GB resident on a 6 GB phone, 5.6x",
+        "their batch-16 time) are the only rows beyond what a device keeps resident. The",
+        "predicted resident set of those rows stays under the Meizu 16T's `available_mb`",
+        "unless the RSS model tracks SqueezeNet's per-sample footprint, which it does not (see",
+        "above), so `shared.swap_efficiency` is not identified by the rows and stays at its",
+        "prior; the term itself is exercised by tests (tests/devices/test_memory_pressure.py).",
+        "",
+        f"Forward passes (MNN inference timing, fitted at weight 0.5): MAPE {mape(ferr):.1f}%",
+        f"over {len(fwd)} rows in-sample.",
+    ]
+
+
+def known_gaps(result: Any) -> list[str]:
+    return [
+        "",
+        "## Why the out-of-fold errors are what they are (known gaps)",
+        "",
+        "- Per-model kernel efficiency in MNN that no shape feature explains: at the same",
+        "  1.7 GHz and 4 threads MNN trains GoogLeNet at ~86 GFLOP/s (nominal FLOPs, above",
+        "  what the other models reach and close to the cores' 109 GFLOP/s peak), AlexNet at",
+        "  ~42, SqueezeNet at ~24 and MobileNetV2 at ~6, with the same operator kinds. The",
+        "  per-call model (GEMM width, output parallelism, cache, im2col and weight re-layout",
+        "  traffic, Winograd) recovers part of it; the rest makes a held-out MNN model",
+        "  unpredictable from the others (GoogLeNet is predicted 2-3x too slow when it is held",
+        "  out, SqueezeNet ~2x too fast, MobileNetV2's depthwise backward - the only depthwise",
+        "  MNN model - at the priors).",
+        "- One framework's forward/backward efficiency is identified only by the models it",
+        "  ran: PyTorch's attention/matmul efficiency comes from ViT alone, so holding ViT",
+        "  out leaves it to the prior shared with the convolution GEMMs.",
+        "- Swapping (above): the mechanism is modelled, its throughput is not identified.",
+        "- The TX2 GPU stack is fitted to four derived figures of one device; a GPU never",
+        "  measured is predicted from priors (its leave-one-device-out column).",
+        "- Mobile GPUs (MNN OpenCL) are set from papers 001/003's figures, not from rows.",
+        "- Phones at their default governor run at a fitted shared share of their top clock",
+        "  (`shared.phone_sustained_clock`); the thermal model then lowers it further as the",
+        "  phone heats (the S8 Plus trace check below).",
+    ]

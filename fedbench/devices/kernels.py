@@ -1,0 +1,259 @@
+"""The time of each operator call of a training step: a per-call roofline.
+
+Every charged aten call of the measured step (`Workload.calls`) is timed
+on its own, because what limits a call depends on the call, not on its
+class's total: a batch-1 linear layer is a matrix-vector product bound by
+streaming its weights, a weight gradient with a small output does not
+split across cores, an activation that outgrows the cache streams from
+DRAM. For call i on a CPU:
+
+    compute_i = flops_i / (n_eff_i x core_peak x eff_i)
+    cache_i   = bytes_i / (n_eff_i x clock x cache_bytes_per_cycle)
+    dram_i    = max(0, bytes_i - cache_share x LLC) / (dram_gbs x dram_eff)
+    unfold_i  = passes x im2col_bytes_i, at the cache or DRAM speed above
+    repack_i  = passes x weight_bytes_i, likewise (weights packed/transformed per call)
+    t_i       = max(compute_i, cache_i, dram_i) + unfold_i + repack_i + dispatch_i
+
+with n_eff_i = 1 + (n - 1) o_i / (o_i + o_half) the threads a call with o_i
+output elements keeps busy (optimizer calls run on the main thread:
+n = 1), eff_i the framework's efficiency for the call's kind and pass
+(GEMM-shaped, depthwise, elementwise), scaled by the Winograd speed-up for
+forward k x k stride-1 convolutions and by n / (n + narrow_half) for a
+GEMM whose narrowest dimension is n, and dispatch_i the framework's serial
+per-call cost in cycles of the main core.
+
+On a GPU (`gpu_call_seconds`) the same call runs at the GPU's peak and the
+shared DRAM bandwidth, at the occupancy its output elements give a GPU of
+that many lanes (o / (o + lanes x occupancy_half_per_lane): a kernel
+writing a few thousand elements leaves most lanes idle), plus a kernel
+launch, while the host dispatches it:
+the slower of the two sets the pace (a queue hides the shorter), and
+frameworks that map buffers per op copy a share of the operands between
+host and device memory at the profile's copy bandwidth.
+
+The functions work on columns (numpy arrays), so the calibration fit times
+all its rows in one call of the same code the emulator runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedbench.devices.constants import CpuFramework, GpuFramework, PassConstants, Shared
+from fedbench.measure.opclasses import KINDS
+from fedbench.measure.workload import OP_CLASSES, Workload
+
+GB = 1e9
+PHASE_NAMES: tuple[str, ...] = ("forward", "backward", "optimizer")
+FORWARD, BACKWARD, OPTIMIZER = range(3)
+KIND = {k: i for i, k in enumerate(KINDS)}
+GEMM_KINDS = np.array([KIND[k] for k in ("matmul", "conv1x1", "conv_kxk", "conv_strided")])
+# The op class each kind belongs to (for the per-class breakdown).
+KIND_CLASS = np.array(
+    [
+        OP_CLASSES.index("dense" if k not in ("depthwise", "elementwise", "movement") else k)
+        for k in KINDS
+    ]
+)
+# Class totals stand in for calls in hand-built workloads (no call table):
+# one GEMM-shaped call per class, fully parallel, never narrow.
+_FALLBACK_KIND = {
+    "dense": "conv_strided",
+    "depthwise": "depthwise",
+    "elementwise": "elementwise",
+    "movement": "movement",
+}
+
+
+@dataclass(frozen=True)
+class CallTable:
+    """The calls of one step (or of many concatenated steps), as numpy columns."""
+
+    phase: np.ndarray
+    kind: np.ndarray
+    flops: np.ndarray
+    bytes: np.ndarray
+    narrow: np.ndarray
+    outputs: np.ndarray
+    unfold: np.ndarray
+    weights: np.ndarray
+
+    @classmethod
+    def of(cls, w: Workload) -> CallTable:
+        c = w.calls
+        if c is not None:
+            return cls(
+                np.asarray(c.phase, dtype=np.int64),
+                np.asarray(c.kind, dtype=np.int64),
+                np.asarray(c.flops, dtype=float),
+                np.asarray(c.bytes, dtype=float),
+                np.asarray(c.narrow, dtype=float),
+                np.asarray(c.outputs, dtype=float),
+                np.asarray(c.unfold, dtype=float),
+                np.asarray(c.weights, dtype=float),
+            )
+        rows = [
+            (p, KIND[_FALLBACK_KIND[cls_]], cost.flops, cost.bytes)
+            for p, costs in ((FORWARD, w.forward), (BACKWARD, w.backward))
+            for cls_, cost in costs.items()
+            if cost.flops > 0 or cost.bytes > 0
+        ]
+        if w.optimizer.flops > 0 or w.optimizer.bytes > 0:
+            rows.append((OPTIMIZER, KIND["elementwise"], w.optimizer.flops, w.optimizer.bytes))
+        n = len(rows)
+        return cls(
+            np.array([r[0] for r in rows], dtype=np.int64),
+            np.array([r[1] for r in rows], dtype=np.int64),
+            np.array([r[2] for r in rows], dtype=float),
+            np.array([r[3] for r in rows], dtype=float),
+            np.zeros(n),
+            np.full(n, 1e12),  # as parallel as it gets
+            np.zeros(n),
+            np.zeros(n),
+        )
+
+    def __len__(self) -> int:
+        return len(self.flops)
+
+    def select(self, mask: np.ndarray) -> CallTable:
+        return CallTable(*(getattr(self, f)[mask] for f in self.__dataclass_fields__))
+
+    @staticmethod
+    def concat(tables: list[CallTable]) -> CallTable:
+        return CallTable(
+            *(
+                np.concatenate([getattr(t, f) for t in tables])
+                for f in CallTable.__dataclass_fields__
+            )
+        )
+
+
+@dataclass(frozen=True)
+class CpuRig:
+    """Where a step's calls run: broadcastable to the calls (scalars, or per-call arrays)."""
+
+    threads: np.ndarray | float  # training threads
+    core_gflops: np.ndarray | float  # peak of the slowest active core (threads split evenly)
+    main_ghz: np.ndarray | float  # main (fastest active) core clock x its IPC scale
+    dram_gbs: np.ndarray | float
+    cache_bytes: np.ndarray | float  # last-level cache
+    dispatch_scale: np.ndarray | float = 1.0  # the profile's framework.dispatch_scale
+
+
+@dataclass(frozen=True)
+class CallSeconds:
+    """Per call: the roofline part, the re-layout traffic and the serial dispatch."""
+
+    roofline: np.ndarray
+    unfold: np.ndarray  # im2col/col2im of activations
+    repack: np.ndarray  # packing/transforming weights
+    dispatch: np.ndarray
+
+    @property
+    def total(self) -> np.ndarray:
+        return self.roofline + self.unfold + self.repack + self.dispatch
+
+
+def _by_pass(table: CallTable, fw: CpuFramework, field: str) -> np.ndarray:
+    passes: tuple[PassConstants, ...] = (fw.forward, fw.backward, fw.optimizer)
+    return np.array([getattr(p, field) for p in passes])[table.phase]
+
+
+def cpu_efficiency(table: CallTable, fw: CpuFramework, shared: Shared) -> np.ndarray:
+    """eff_i: the share of the core's peak FLOP rate call i reaches."""
+    gemm = np.isin(table.kind, GEMM_KINDS)
+    eff = np.where(
+        gemm,
+        _by_pass(table, fw, "gemm_eff"),
+        np.where(
+            table.kind == KIND["depthwise"],
+            _by_pass(table, fw, "depthwise_eff"),
+            shared.elementwise_eff,
+        ),
+    )
+    winograd = (table.kind == KIND["conv_kxk"]) & (table.phase == FORWARD)
+    eff = np.where(winograd, eff * fw.winograd_speedup, eff)
+    thin = gemm & (table.narrow > 0)
+    width = table.narrow / (table.narrow + fw.narrow_half)
+    return np.where(thin, eff * width, eff)
+
+
+def cpu_call_seconds(
+    table: CallTable, rig: CpuRig, fw: CpuFramework, shared: Shared
+) -> CallSeconds:
+    """Seconds of every call on the CPU (module docstring)."""
+    threads = np.where(table.phase == OPTIMIZER, 1.0, rig.threads)
+    o = table.outputs
+    n_eff = 1.0 + (threads - 1.0) * o / (o + shared.parallel_half_outputs)
+    eff = cpu_efficiency(table, fw, shared)
+    compute = table.flops / GB / (n_eff * rig.core_gflops * eff)
+    cache_rate = n_eff * rig.main_ghz * fw.cache_bytes_per_cycle  # GB/s
+    dram_rate = rig.dram_gbs * fw.dram_eff
+    fits = shared.cache_share * rig.cache_bytes
+
+    def traffic(nbytes: np.ndarray) -> np.ndarray:
+        return np.maximum(nbytes / GB / cache_rate, np.maximum(0.0, nbytes - fits) / GB / dram_rate)
+
+    roofline = np.maximum(compute, traffic(table.bytes))
+    passes = np.where(
+        table.kind == KIND["depthwise"],
+        _by_pass(table, fw, "unfold_depthwise"),
+        np.where(np.isin(table.kind, GEMM_KINDS), _by_pass(table, fw, "unfold_conv"), 0.0),
+    )
+    unfold = traffic(passes * table.unfold)
+    repack = traffic(_by_pass(table, fw, "repack_weights") * table.weights)
+    kcycles = _by_pass(table, fw, "dispatch_kcycles") * rig.dispatch_scale
+    dispatch = kcycles * 1e3 / (rig.main_ghz * GB)
+    return CallSeconds(roofline, unfold, repack, dispatch)
+
+
+@dataclass(frozen=True)
+class GpuRig:
+    lanes: np.ndarray | float
+    peak_gflops: np.ndarray | float
+    dram_gbs: np.ndarray | float
+    copy_gbs: np.ndarray | float
+    host_ghz: np.ndarray | float  # the host core that dispatches (clock x IPC scale)
+
+
+@dataclass(frozen=True)
+class GpuCallSeconds:
+    device: np.ndarray  # the kernel on the GPU, launch included
+    dispatch: np.ndarray  # the host's work to issue it
+    transfer: np.ndarray  # host<->device copies of its operands
+
+    @property
+    def total(self) -> np.ndarray:
+        return np.maximum(self.device, self.dispatch) + self.transfer
+
+
+def gpu_call_seconds(table: CallTable, rig: GpuRig, fw: GpuFramework) -> GpuCallSeconds:
+    """Seconds of every call on the GPU (module docstring)."""
+    gemm = np.isin(table.kind, GEMM_KINDS)
+    eff = np.where(
+        gemm,
+        fw.gemm_eff,
+        np.where(table.kind == KIND["depthwise"], fw.depthwise_eff, fw.elementwise_eff),
+    )
+    thin = gemm & (table.narrow > 0)
+    eff = np.where(thin, eff * table.narrow / (table.narrow + fw.narrow_half), eff)
+    o = table.outputs
+    occupancy = o / (o + rig.lanes * fw.occupancy_half_per_lane)
+    compute = table.flops / GB / (rig.peak_gflops * eff * occupancy)
+    memory = table.bytes / GB / (rig.dram_gbs * fw.elementwise_eff * occupancy)
+    device = np.maximum(compute, memory) + fw.launch_us * 1e-6
+    dispatch = np.full(len(table), fw.dispatch_kcycles * 1e3) / (rig.host_ghz * GB)
+    transfer = fw.transfer_fraction * table.bytes / GB / (rig.copy_gbs * fw.copy_eff)
+    return GpuCallSeconds(device, dispatch, transfer)
+
+
+def by_class(table: CallTable, seconds: np.ndarray) -> Mapping[str, float]:
+    """Seconds per op class (dense, depthwise, elementwise, movement) of the non-optimizer calls."""
+    mask = table.phase != OPTIMIZER
+    sums = np.bincount(
+        KIND_CLASS[table.kind[mask]], weights=seconds[mask], minlength=len(OP_CLASSES)
+    )
+    return {c: float(v) for c, v in zip(OP_CLASSES, sums, strict=True)}

@@ -1,0 +1,56 @@
+"""Resident memory of a training process, and what the device does when it does not fit.
+
+The workload's peak counts training tensors (`Workload.peak_bytes`: what
+the memory planner budgets against `memory.train_budget_mb`). The process
+holds more: its runtime (interpreter, libraries, kernels' code and
+buffers) and what its allocator keeps around its tensors (MNN's resident
+set runs 2-4x its tensors). The peak resident set (RSS) is
+
+    rss_mb = runtime_mb + rss_per_tensor_byte x tensor_peak_mb
+
+per framework (fitted_constants.yaml; MNN's fitted to the Meizu rows'
+`top` RES). Beyond what the device lets the process keep resident
+(`memory.available_mb`) the kernel reclaims the excess and pages it back
+every step - the MNN SqueezeNet run at batch 32 on the Meizu 16T (4.3 GB
+resident) took 5.6x its batch-16 time - so each step pays
+
+    swap_s = 2 x excess / (swap_gbs x swap_efficiency)
+
+(out and back in, at the swap device's throughput times the share page
+reclaim reaches while thrashing); beyond available + swap it cannot run
+(`oom`).
+"""
+
+from __future__ import annotations
+
+from fedbench.devices.constants import CpuFramework, GpuFramework, Shared
+from fedbench.devices.profile import DeviceProfile
+from fedbench.measure.workload import Workload
+
+MB = float(1 << 20)
+
+
+def resident_mb(workload: Workload, fw: CpuFramework | GpuFramework) -> float:
+    """Peak resident set of the training process, MB."""
+    return fw.runtime_mb + fw.rss_per_tensor_byte * workload.peak_bytes / MB
+
+
+def excess_mb(profile: DeviceProfile, rss_mb: float) -> float:
+    """Resident set the device cannot keep resident, MB."""
+    return max(0.0, rss_mb - profile.memory.resident_mb)
+
+
+def fits(profile: DeviceProfile, rss_mb: float) -> bool:
+    """Whether a process of this resident set can run at all (resident + swap)."""
+    return excess_mb(profile, rss_mb) <= profile.memory.swap_mb
+
+
+def swap_seconds(
+    profile: DeviceProfile, workload: Workload, fw: CpuFramework | GpuFramework, shared: Shared
+) -> float:
+    """Paging per step: the excess out and back in."""
+    excess = excess_mb(profile, resident_mb(workload, fw))
+    if excess <= 0.0:
+        return 0.0
+    rate = profile.memory.swap_gbs * shared.swap_efficiency * 1e9
+    return 2.0 * excess * MB / rate

@@ -1,0 +1,161 @@
+"""The per-call cost model: each mechanism of fedbench.devices.kernels, one at a time."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from fedbench.devices.constants import load_constants
+from fedbench.devices.kernels import (
+    BACKWARD,
+    FORWARD,
+    KIND,
+    OPTIMIZER,
+    CallTable,
+    CpuRig,
+    GpuRig,
+    by_class,
+    cpu_call_seconds,
+    gpu_call_seconds,
+)
+
+CONSTS = load_constants()
+FW = CONSTS.framework("pytorch")
+SHARED = CONSTS.fitted.shared
+RIG = CpuRig(threads=4.0, core_gflops=20.0, main_ghz=2.0, dram_gbs=10.0, cache_bytes=2**21)
+
+
+def table(
+    kind: str = "conv1x1",
+    phase: int = FORWARD,
+    flops: float = 1e9,
+    nbytes: float = 1e6,
+    narrow: float = 256.0,
+    outputs: float = 1e6,
+    unfold: float = 0.0,
+    weights: float = 0.0,
+) -> CallTable:
+    one = lambda v: np.array([v], dtype=float)  # noqa: E731
+    return CallTable(
+        np.array([phase]),
+        np.array([KIND[kind]]),
+        one(flops),
+        one(nbytes),
+        one(narrow),
+        one(outputs),
+        one(unfold),
+        one(weights),
+    )
+
+
+def seconds(t: CallTable, rig: CpuRig = RIG, fw=FW) -> float:  # type: ignore[no-untyped-def]
+    return float(cpu_call_seconds(t, rig, fw, SHARED).total.sum())
+
+
+def test_a_thin_gemm_runs_below_peak() -> None:
+    """A batch-1 linear layer is a matrix-vector product: same FLOPs, far slower."""
+    wide, thin = seconds(table(narrow=512)), seconds(table(narrow=1))
+    assert thin > 3 * wide
+
+
+def test_a_small_output_does_not_split_across_cores() -> None:
+    """A weight gradient with a small output parallelises like its output, not its FLOPs."""
+    big, small = seconds(table(outputs=1e7)), seconds(table(outputs=1e2))
+    one_thread = seconds(table(outputs=1e7), dataclasses.replace(RIG, threads=1.0))
+    assert small == pytest.approx(one_thread, rel=0.05)
+    assert big < 0.5 * small
+
+
+def test_operands_beyond_the_cache_stream_from_dram() -> None:
+    """Elementwise work grows faster than its bytes once the operands outgrow the LLC."""
+    small = seconds(table("elementwise", flops=1e4, nbytes=2**20, outputs=1e9))
+    large = seconds(table("elementwise", flops=1e4, nbytes=2**26, outputs=1e9))
+    assert large / small > 64 * 1.2  # 64x the bytes, and DRAM is slower than cache
+    bigger_cache = dataclasses.replace(RIG, cache_bytes=2**28)
+    assert seconds(table("elementwise", flops=1e4, nbytes=2**26, outputs=1e9), bigger_cache) < large
+
+
+def test_forward_and_backward_have_their_own_efficiency() -> None:
+    slow_backward = dataclasses.replace(
+        FW, backward=dataclasses.replace(FW.backward, gemm_eff=FW.backward.gemm_eff / 4)
+    )
+    fwd, bwd = table(phase=FORWARD), table(phase=BACKWARD)
+    assert seconds(fwd, fw=slow_backward) == pytest.approx(seconds(fwd))
+    assert seconds(bwd, fw=slow_backward) > 2 * seconds(bwd)
+
+
+def test_winograd_speeds_up_forward_kxk_convolutions_only() -> None:
+    assert FW.winograd_speedup > 1
+    conv = seconds(table("conv_kxk"))
+    strided = seconds(table("conv_strided"))
+    back = seconds(table("conv_kxk", phase=BACKWARD))
+    assert conv < strided
+    assert back == pytest.approx(seconds(table("conv_strided", phase=BACKWARD)))
+
+
+def test_per_call_dispatch_is_serial_and_scales_with_the_main_clock() -> None:
+    """A tiny call costs its dispatch, in cycles of the main core, whatever the threads."""
+    tiny = table("elementwise", flops=10, nbytes=100, outputs=10)
+    slow = dataclasses.replace(RIG, main_ghz=1.0)
+    assert seconds(tiny, slow) == pytest.approx(2 * seconds(tiny), rel=0.01)
+    assert seconds(tiny, dataclasses.replace(RIG, threads=1.0)) == pytest.approx(seconds(tiny))
+    calls = cpu_call_seconds(tiny, RIG, FW, SHARED)
+    assert calls.dispatch[0] > 10 * calls.roofline[0]
+
+
+def test_the_update_runs_on_one_thread() -> None:
+    update = table("elementwise", phase=OPTIMIZER, flops=1e8, nbytes=4e8, outputs=1e8)
+    assert seconds(update, dataclasses.replace(RIG, threads=1.0)) == pytest.approx(seconds(update))
+
+
+def test_im2col_and_weight_repacking_are_charged_when_the_framework_does_them() -> None:
+    base = seconds(table("conv_kxk", phase=BACKWARD))
+    unfolded = cpu_call_seconds(table("conv_kxk", phase=BACKWARD, unfold=4e7), RIG, FW, SHARED)
+    assert unfolded.unfold[0] > 0 and unfolded.total[0] > base
+    repacking = dataclasses.replace(FW, forward=dataclasses.replace(FW.forward, repack_weights=1.0))
+    assert cpu_call_seconds(table(weights=4e7), RIG, repacking, SHARED).repack[0] > 0
+    none = dataclasses.replace(FW, forward=dataclasses.replace(FW.forward, repack_weights=0.0))
+    assert cpu_call_seconds(table(weights=4e7), RIG, none, SHARED).repack[0] == 0.0
+
+
+def test_weights_once_per_step_activations_per_sample() -> None:
+    """Batch 1 -> 16 of an FC-like call: weight traffic fixed, activation traffic x16."""
+    weights = 4e7
+
+    def step(batch: int) -> float:
+        t = table(
+            "matmul",
+            flops=2e7 * batch,
+            nbytes=weights + 4e4 * batch,
+            narrow=min(batch, 512),
+            outputs=1e3 * batch,
+            weights=weights,
+        )
+        return seconds(t)
+
+    assert step(16) < 16 * step(1)  # the weight stream is shared by the batch
+    assert step(16) > step(1)
+
+
+def test_class_breakdown_sums_the_non_update_calls() -> None:
+    t = CallTable.concat([table("conv1x1"), table("depthwise"), table("elementwise", OPTIMIZER)])
+    calls = cpu_call_seconds(t, RIG, FW, SHARED)
+    split = by_class(t, calls.roofline)
+    assert split["dense"] == pytest.approx(calls.roofline[0])
+    assert split["depthwise"] == pytest.approx(calls.roofline[1])
+    assert split["elementwise"] == 0.0
+
+
+def test_gpu_launch_overhead_dominates_tiny_kernels_and_occupancy_small_ones() -> None:
+    fw = CONSTS.gpu_framework("tensorflow")
+    rig = GpuRig(lanes=256.0, peak_gflops=665.0, dram_gbs=59.7, copy_gbs=59.7, host_ghz=2.0)
+    tiny = gpu_call_seconds(table(flops=10, nbytes=100, outputs=10), rig, fw)
+    assert tiny.total[0] >= fw.launch_us * 1e-6
+    small = gpu_call_seconds(table(outputs=1e3), rig, fw).device[0]
+    large = gpu_call_seconds(table(outputs=1e7), rig, fw).device[0]
+    assert small > 5 * large  # the same FLOPs on a few thousand outputs leave lanes idle
+    copied = dataclasses.replace(fw, transfer_fraction=2.0)
+    assert gpu_call_seconds(table(), rig, copied).transfer[0] > 0
+    assert gpu_call_seconds(table(), rig, fw).transfer[0] == 0.0

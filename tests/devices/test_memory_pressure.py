@@ -1,0 +1,67 @@
+"""Resident memory beyond what the device keeps resident swaps every step, then is oom."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from fedbench.devices.constants import load_constants
+from fedbench.devices.emulator import emulate
+from fedbench.devices.knobs import Knobs
+from fedbench.devices.memory import resident_mb
+from fedbench.devices.profile import DeviceProfile, initial_state, load_profile
+from tests.devices.synthetic import synthetic_workload
+
+KNOBS = Knobs()
+
+
+def _with(profile: DeviceProfile, **memory: float) -> DeviceProfile:
+    return dataclasses.replace(profile, memory=dataclasses.replace(profile.memory, **memory))
+
+
+def test_resident_set_is_runtime_plus_tensors_per_framework() -> None:
+    w = synthetic_workload(8)
+    consts = load_constants()
+    for name in ("mnn", "pytorch"):
+        fw = consts.framework(name)
+        assert resident_mb(w, fw) == pytest.approx(
+            fw.runtime_mb + fw.rss_per_tensor_byte * w.peak_bytes / 2**20
+        )
+    e = emulate(load_profile("rpi4"), [(w, 1)], initial_state(load_profile("rpi4"), 0.0), KNOBS)
+    assert e.rss_mb > e.peak_mem_mb and e.swapped_mb == 0.0 and e.time_s["swap"] == 0.0
+
+
+def test_a_working_set_beyond_ram_swaps_then_cannot_run() -> None:
+    """The MNN SqueezeNet batch-32 run: 4.3 GB resident on a 6 GB phone ran 5.6x slower."""
+    p = load_profile("meizu_16t")
+    w = synthetic_workload(16)  # a few hundred MB resident
+    fits = emulate(p, [(w, 1)], initial_state(p, 0.0), KNOBS)
+    rss = fits.rss_mb
+    squeezed = _with(p, available_mb=int(rss * 0.6), swap_mb=int(rss))
+    swapping = emulate(squeezed, [(w, 1)], initial_state(p, 0.0), KNOBS)
+    assert swapping.status == "ok"
+    assert swapping.swapped_mb == pytest.approx(rss - int(rss * 0.6))
+    assert swapping.time_s["swap"] > 0
+    assert swapping.latency_s > fits.latency_s + swapping.time_s["swap"] * 0.99
+    slower_disk = emulate(_with(squeezed, swap_gbs=0.1), [(w, 1)], initial_state(p, 0.0), KNOBS)
+    assert slower_disk.time_s["swap"] == pytest.approx(10 * swapping.time_s["swap"])
+    no_room = emulate(
+        _with(p, available_mb=int(rss * 0.6), swap_mb=16), [(w, 1)], initial_state(p, 0.0), KNOBS
+    )
+    assert no_room.status == "oom" and "resident set" in no_room.reason
+    assert math.isnan(no_room.latency_s)
+
+
+def test_available_memory_cannot_exceed_ram() -> None:
+    import yaml
+
+    from fedbench.devices.profile import parse_profile
+    from fedbench.errors import FedbenchError
+    from fedbench.paths import profiles_dir
+
+    data = yaml.safe_load((profiles_dir() / "rpi4.yaml").read_text())
+    data["memory"]["available_mb"] = data["memory"]["total_mb"] + 1
+    with pytest.raises(FedbenchError, match="memory.available_mb"):
+        parse_profile(data, "rpi4.yaml", expected_name="rpi4")
