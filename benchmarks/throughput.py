@@ -36,9 +36,22 @@ from pathlib import Path
 
 WORKLOADS: dict[str, dict[str, object]] = {
     # 100 devices per round of the small CNN (its default width 16), 32 samples each.
-    "small": {"model": "small_cnn", "devices": 100, "samples": 32, "batch": 16},
-    # paper 000's model, 4 devices per round, 64 samples each at batch 16.
-    "densenet": {"model": "densenet40", "devices": 4, "samples": 64, "batch": 16},
+    "small": {
+        "model": "small_cnn",
+        "devices": 100,
+        "samples": 32,
+        "batch": 16,
+        "fleet": ["fleet=phones_100", "+fleet.scale=100"],
+    },
+    # paper 000's model, 4 devices per round of the 8-device emulated fleet, 64 samples
+    # each at batch 16 (phones_100 has 8 profile groups: it cannot shrink to 4 devices).
+    "densenet": {
+        "model": "densenet40",
+        "devices": 4,
+        "samples": 64,
+        "batch": 16,
+        "fleet": ["fleet=mixed8"],
+    },
 }
 
 
@@ -60,8 +73,7 @@ def overrides(w: dict[str, object], rounds: int) -> list[str]:
     """fedbench's configuration of the workload; the other contenders read the same one."""
     return [
         f"model={w['model']}",
-        "fleet=phones_100",
-        f"+fleet.scale={w['devices']}",
+        *w["fleet"],  # type: ignore[misc]
         f"strategy.clients_per_round={w['devices']}",
         "scenario=rounds",
         f"scenario.rounds={rounds}",
