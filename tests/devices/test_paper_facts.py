@@ -37,8 +37,9 @@ def above_idle_j(e: Emulation) -> float:
 def test_paper000_throughput_rises_with_batch_most_on_the_tx2_gpu() -> None:
     """Paper 000 Fig. 6 / Obs. 10: on the TX2's GPU, throughput rises with the
     batch for every model; ResNet50 9 -> 55 samples/s (6.1x) from batch 4 to 64.
-    The emulator: rising on the GPU and on the CPU, and the GPU gains more from
-    the batch than the CPU (a GPU is filled by batch parallelism)."""
+    The emulator (ResNet18, batch 1 -> 16): rising on the GPU (2.3x) and on the
+    CPU (1.5x); the GPU gains more from the batch (a GPU is filled by batch
+    parallelism)."""
     gains = {}
     for device in ("gpu", "cpu"):
         rates = [
@@ -54,8 +55,8 @@ def test_paper001_big_cores_fastest_little_core_at_min_clock_least_energy() -> N
     """Paper 001 (Snapdragon 855, MNN): 4 big cores at the top clock are fastest;
     1 little core at the lowest clock uses the least energy, 28.9x slower at
     43.7% of the fastest's energy. The emulator (meizu_16t, MobileNetV2 batch 4):
-    the same two configurations win, and the frugal one is >10x slower at
-    less energy than the fastest."""
+    the same two configurations win, the frugal one 36x slower at 15.6% of the
+    fastest's energy (asserted: 10x-100x slower, less energy)."""
     w = workload("mobilenetv2", 4)
     grid = {}
     for clusters, counts in ((("prime", "gold"), (1, 4)), (("silver",), (1, 4)), ((), (8,))):
@@ -75,8 +76,8 @@ def test_paper001_big_cores_fastest_little_core_at_min_clock_least_energy() -> N
 
 def test_paper002_background_priority_about_three_times_slower() -> None:
     """Paper 002: training at background priority is ~3x slower (the OS gives
-    it about a third of the CPU). The emulator (pixel2): 2.5x-3.5x, same
-    energy above idle."""
+    it about a third of the CPU). The emulator (pixel2, LeNet): 3.0x
+    (asserted: 2.5x-3.5x)."""
     w = workload("lenet", 16)
     fg, bg = run("pixel2", w), run("pixel2", w, Knobs(background=True))
     assert 2.5 < bg.latency_s / fg.latency_s < 3.5
@@ -110,7 +111,8 @@ def test_paper003_a_phone_gpu_trains_slower_than_its_cpu() -> None:
     its CPU, data movement ~91% of the GPU's training time. The emulator
     (xiaomi_mi9, Adreno 640, SqueezeNet at batch 16; the copy share is set from
     paper 003 on MobileNetV2 at batch 8, so another model tests it): the GPU is
-    slower, and host-device copies are most of its step."""
+    slower (54x: far more than paper 001's 1.8x-12x, calibration/report.md),
+    and host-device copies are 93% of its step (asserted: >50%)."""
     w = workload("squeezenet", 16)
     cpu = run("xiaomi_mi9", w)
     gpu = run("xiaomi_mi9", w, Knobs(device="gpu"))
@@ -123,7 +125,8 @@ def test_paper004_sage_cuts_memory_over_20x_at_a_modest_time_cost() -> None:
     """Paper 004 (Sage): micro-batching with gradient checkpointing cuts peak
     training memory by >20x at a modest time cost. The emulator (rpi4,
     SqueezeNet at batch 32, 32 micro-batches of 1 with checkpointing): the
-    tensors' peak falls >5x and the step costs at most 2x the full batch's."""
+    tensors' peak falls 23.7x at 1.34x the full batch's step time (asserted:
+    >20x at <2x)."""
     net, shape = build_model("squeezenet")
     full = measure_workload(net, tuple(shape), 32, model_name="squeezenet")
     sage = measure_workload(
@@ -136,5 +139,5 @@ def test_paper004_sage_cuts_memory_over_20x_at_a_modest_time_cost() -> None:
         plan="32x1+ckpt4",
     )
     a, b = run("rpi4", full), run("rpi4", sage)
-    assert a.peak_mem_mb / b.peak_mem_mb > 5
+    assert a.peak_mem_mb / b.peak_mem_mb > 20
     assert b.latency_s / a.latency_s < 2.0
