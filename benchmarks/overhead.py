@@ -60,6 +60,7 @@ def plain_rounds(experiment: Experiment, devices: int, rounds: int) -> list[floa
     from fedbench.client.handler import train_params
     from fedbench.experiment.build import build_model, build_scenario
     from fedbench.scenarios.context import data_context
+    from fedbench.train.average import weighted_state
     from fedbench.train.loop import train_local
 
     torch.set_num_threads(os.cpu_count() or 1)
@@ -79,13 +80,7 @@ def plain_rounds(experiment: Experiment, devices: int, rounds: int) -> list[floa
             train_local(model, data, params, seed=day * 100 + i)
             updates.append(model.state_dict())
             sizes.append(len(data))
-        total = sum(sizes)
-        global_state = {
-            k: sum(u[k].double() * (n / total) for u, n in zip(updates, sizes, strict=True)).to(
-                updates[0][k].dtype
-            )
-            for k in updates[0]
-        }
+        global_state = weighted_state(updates, sizes)
         times.append(time.perf_counter() - start)
     return times
 

@@ -138,6 +138,7 @@ def bare(config: list[str]) -> list[float]:
     """The clients one after another in this process, averaged: the lower bound."""
     import torch
 
+    from fedbench.train.average import weighted_state
     from fedbench.train.loop import train_local
 
     experiment = _experiment(config)
@@ -157,13 +158,7 @@ def bare(config: list[str]) -> list[float]:
             train_local(model, data, params, seed=r * 1000 + i)  # type: ignore[arg-type]
             updates.append({k: v.detach().clone() for k, v in model.state_dict().items()})
             sizes.append(len(data))
-        total = sum(sizes)
-        global_state = {
-            k: sum(u[k].double() * (n / total) for u, n in zip(updates, sizes, strict=True)).to(
-                updates[0][k].dtype
-            )
-            for k in updates[0]
-        }
+        global_state = weighted_state(updates, sizes)
         times.append(time.perf_counter() - start)
     return times
 
