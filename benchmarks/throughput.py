@@ -272,6 +272,13 @@ def main() -> None:
             f"  fedbench / flower: warm round {fb.warm_s / flower_t.warm_s:.3f}x (target <= 1), "
             f"whole run {fb.wall_s / flower_t.wall_s:.2f}x"
         )
+        # Device-rounds per minute relative to the bare loop (batched training, issue 13:
+        # at least 3x on small models): over warm rounds and over the whole run.
+        print(
+            f"  device-rounds/min fedbench / bare: warm rounds {bare_t.warm_s / fb.warm_s:.2f}x, "
+            f"whole run {fb.per_minute(devices) / bare_t.per_minute(devices):.2f}x"
+            + (" (target >= 3 with batched training)" if name == "small" else "")
+        )
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from flwr.app import ConfigRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from fedbench.devices.meter import DeviceState
 from fedbench.errors import FedbenchError
@@ -136,10 +136,18 @@ def group_key(device_index: int, name: str) -> str:
     return f"{device_index}{GROUP_SEPARATOR}{name}"
 
 
-def ungroup(content: RecordDict, device_index: int) -> RecordDict:
-    """One device's records out of a reply for several devices."""
-    prefix = group_key(device_index, "")
-    return RecordDict({k[len(prefix) :]: v for k, v in content.items() if k.startswith(prefix)})
+def ungroup_all(content: RecordDict) -> dict[int, RecordDict]:
+    """Every device's records out of a reply for several devices, in one pass.
+
+    Records whose name carries no device index (a hostile or stock reply)
+    belong to no device and are left out.
+    """
+    by_device: dict[int, dict[str, ArrayRecord | MetricRecord | ConfigRecord]] = {}
+    for key, value in content.items():
+        index, sep, name = key.partition(GROUP_SEPARATOR)
+        if sep and index.isdigit():
+            by_device.setdefault(int(index), {})[name] = value
+    return {i: RecordDict(records) for i, records in by_device.items()}
 
 
 def state_record(state: DeviceState) -> ConfigRecord:

@@ -163,15 +163,19 @@ class Defense:
         return self.examples.get(device, self.config.max_examples)
 
 
-def distance(update: ArrayRecord, reference: ArrayRecord) -> float:
-    """L2 distance between an update and the global model over floating-point arrays."""
+def distance(update: ArrayRecord, reference: Mapping[str, np.ndarray]) -> float:
+    """L2 distance between an update and the global model over floating-point arrays.
+
+    `reference` holds the global model's values, decoded once per round
+    (fedbench.server.arrays.decode): a round compares every update with them.
+    """
     total = 0.0
     for key, array in update.items():
         a = array.numpy()
         if a.dtype.kind != "f":
             continue
-        d = a.astype(np.float64) - reference[key].numpy().astype(np.float64)
-        total += float(np.sum(d * d))
+        d = a.astype(np.float64).ravel() - reference[key].astype(np.float64).ravel()
+        total += float(np.dot(d, d))
     return math.sqrt(total)
 
 

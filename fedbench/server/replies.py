@@ -42,7 +42,7 @@ from fedbench.protocol import (
     REPORT,
     STATE,
     state_from,
-    ungroup,
+    ungroup_all,
 )
 from fedbench.report.records import UNPROFILED, RoundReport, from_record
 from fedbench.server.arrays import DecodedArray, decode
@@ -92,12 +92,14 @@ def read_replies(
     received_at = received_at or {}
     defense = defense or Defense()
     shared = Counter(s.message.metadata.message_id for s in sent)
+    split: dict[str, dict[int, RecordDict]] = {}  # a grouped reply, split once
     out = []
     for s in sent:
-        msg = by_id.get(s.message.metadata.message_id)
-        content, error = _view(
-            msg, s.device.index, grouped=shared[s.message.metadata.message_id] > 1
-        )
+        msg_id = s.message.metadata.message_id
+        msg = by_id.get(msg_id)
+        if msg is not None and shared[msg_id] > 1 and not msg.has_error() and msg_id not in split:
+            split[msg_id] = ungroup_all(msg.content)
+        content, error = _view(msg, s.device.index, split.get(msg_id))
         base = RoundReport(
             round=round_,
             day=day,
@@ -122,8 +124,11 @@ def read_replies(
 def _refuse_outliers(replies: list[Reply], reference: ArrayRecord, defense: Defense) -> list[Reply]:
     """Updates too far from the global model, compared with the round's others, refused."""
     updates = {r.device.name: r for r in replies if r.update is not None}
+    if defense.config.max_norm_ratio is None or len(updates) < 2:
+        return replies
+    values = {key: decode(array) for key, array in reference.items()}
     far = distance_outliers(
-        {n: distance(_arrays_of(r), reference) for n, r in updates.items()},
+        {n: distance(_arrays_of(r), values) for n, r in updates.items()},
         defense.config.max_norm_ratio,
     )
     return [
@@ -140,22 +145,24 @@ def _arrays_of(reply: Reply) -> ArrayRecord:
 
 
 def _view(
-    msg: Message | None, device_index: int, grouped: bool
+    msg: Message | None, device_index: int, grouped: Mapping[int, RecordDict] | None
 ) -> tuple[RecordDict | None, str | None]:
     """(the device's reply content, or why its call failed); (None, None): no reply.
 
     A reply for several devices (fedbench.client.group) holds each device's
-    records under its index; an error of the whole call is every device's.
+    records under its index (`grouped`: that reply split by device); an error
+    of the whole call is every device's.
     """
     if msg is None:
         return None, None
     if msg.has_error():
         return None, condense_error(str(msg.error.reason))
-    if not grouped:
+    if grouped is None:
         return msg.content, None
-    content = ungroup(msg.content, device_index)
-    if ERROR in content.config_records:
-        return None, str(content.config_records[ERROR].get("reason", "the device's call failed"))
+    content = grouped.get(device_index, RecordDict())
+    configs = content.config_records
+    if ERROR in configs:
+        return None, str(configs[ERROR].get("reason", "the device's call failed"))
     return (content, None) if len(content) else (None, None)
 
 
@@ -175,18 +182,19 @@ def _read(
     if error is not None or content is None:
         return refuse("failed", condense_error(error or "no content"))
     state = None
-    if REPORT in content.config_records:
+    configs = content.config_records  # Flower builds this view anew on every access
+    if REPORT in configs:
         try:
-            report = from_record(content.config_records[REPORT], node=base.node)
-            if STATE in content.config_records:
-                state = state_from(content.config_records[STATE])
+            report = from_record(configs[REPORT], node=base.node)
+            if STATE in configs:
+                state = state_from(configs[STATE])
         except (FedbenchError, KeyError, TypeError, ValueError) as exc:
             return refuse("failed", f"malformed reply: {exc}")
         if report.device != s.device.name:
             return refuse(
                 "failed", f"reply names device {report.device!r}, expected {s.device.name!r}"
             )
-        impostor = defense.wrong_name(s.device.name, content.config_records[REPORT].get(NODE_NAME))
+        impostor = defense.wrong_name(s.device.name, configs[REPORT].get(NODE_NAME))
         if impostor:
             return refuse("failed", impostor)
         report = replace(report, start_s=s.start_s, model_version=s.model_version)
@@ -225,7 +233,7 @@ def _unprofiled(
     base: RoundReport, content: RecordDict, sent_at: float, arrived: float
 ) -> RoundReport:
     """A reply from a ClientApp without the device mod: the server's own measurements."""
-    metrics = _metrics(content)
+    metrics = _metrics(content.metric_records)
     round_trip = max(0.0, arrived - sent_at)
     loss = next((float(metrics[k]) for k in LOSS_KEYS if k in metrics), math.nan)
     return replace(
@@ -243,8 +251,8 @@ def _count(value: float) -> int:
     return int(value) if math.isfinite(value) and abs(value) < 2**63 else 0
 
 
-def _metrics(content: RecordDict) -> dict[str, float]:
-    record = _named(content.metric_records, METRICS)
+def _metrics(records: Mapping[str, MetricRecord]) -> dict[str, float]:
+    record = _named(records, METRICS)
     if record is None:
         return {}
     return {
@@ -266,17 +274,19 @@ def _update(
 ) -> tuple[RecordDict | None, str]:
     """(the clean update, what was left out) or (None, why it cannot be aggregated)."""
     records = content.array_records
+    metric_records = content.metric_records
     arrays = _named(records, arrays_key)
     if arrays is None:
         return None, (
             f"malformed reply: {len(records)} ArrayRecords {sorted(records)[:4]}, "
             f"none named '{arrays_key}'"
         )
-    if len(content.metric_records) > 1 and METRICS not in content.metric_records:
+    if len(metric_records) > 1 and METRICS not in metric_records:
         return None, (
-            f"malformed reply: {len(content.metric_records)} MetricRecords, none named '{METRICS}'"
+            f"malformed reply: {len(metric_records)} MetricRecords, none named '{METRICS}'"
         )
-    n = _metrics(content).get(NUM_EXAMPLES)
+    claimed = _metrics(metric_records)
+    n = claimed.get(NUM_EXAMPLES)
     if n is None:
         return None, f"malformed reply: no '{NUM_EXAMPLES}' metric"
     if not (n >= 1 and float(n).is_integer()):
@@ -289,11 +299,11 @@ def _update(
     if clean_arrays is None:
         return None, problem
     metrics: dict[str, int | float | list[int] | list[float]] = {
-        k: v for k, v in _metrics(content).items() if math.isfinite(v)
+        k: v for k, v in claimed.items() if math.isfinite(v)
     }
     metrics[NUM_EXAMPLES] = int(n)
     left_out = sorted(set(records) - {arrays_key} if arrays_key in records else [])
-    left_out += sorted(set(content.metric_records) - {METRICS})
+    left_out += sorted(set(metric_records) - {METRICS})
     left_out += sorted(content.config_records.keys() - {REPORT, STATE})
     note = f"ignored extra record(s) {left_out[:5]}" if left_out else ""
     return RecordDict({arrays_key: clean_arrays, METRICS: MetricRecord(metrics)}), note

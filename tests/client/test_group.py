@@ -11,7 +11,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
 from fedbench.experiment.codec import to_json
 from fedbench.fleet import expand_fleet
 from fedbench.models import build_model
-from fedbench.protocol import REPORT, TASK, TrainTask, tasks_record, ungroup
+from fedbench.protocol import REPORT, TASK, TrainTask, tasks_record, ungroup_all
 from fedbench.report.records import from_record
 from tests.bad_inputs import _typed
 from tests.helpers import client_report, run_client, task_identity, train_message
@@ -43,7 +43,7 @@ def test_a_call_for_three_devices_gives_each_its_own_round(
     arrays = ArrayRecord(model.state_dict())
     reply = run_client(_group([0, 1, 2], arrays))
     for i in (0, 1, 2):
-        mine = ungroup(reply.content, i)
+        mine = ungroup_all(reply.content)[i]
         report = from_record(mine.config_records[REPORT])
         alone_reply = run_client(train_message(EXPERIMENT, i, arrays))  # type: ignore[arg-type]
         alone = client_report(alone_reply)
