@@ -1,0 +1,89 @@
+"""Batched training across devices (torch.func.vmap) against one device after another.
+
+fedbench's worker trains a group of devices in one vmapped pass only where
+`fedbench.train.batched.batching_pays` measures it faster (issue 13's
+"used automatically where it is faster, measured, never silently"). This
+script shows, per model, what that measurement sees on this host: the
+seconds to train N devices' local epochs one after another
+(`train_local`) and all at once (`train_batched`), in one process, one
+thread (as a worker trains), interleaved and repeated, median reported.
+
+Batching pays where a step is dispatch-bound (many small operators, little
+arithmetic each); where the activations of N devices no longer fit the cache
+it loses, because one device at a time keeps its activations cache-resident.
+
+    python benchmarks/batched.py
+    python benchmarks/batched.py --models lenet small_cnn --devices 10 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import torch
+
+from fedbench.data.source import Tensors
+from fedbench.models import build_model
+from fedbench.train.batched import batchable, batching_pays, train_batched
+from fedbench.train.loop import TrainParams, train_local
+
+
+def seconds(models: list[str], devices: int, samples: int, batch: int, repeats: int) -> None:
+    params = TrainParams(batch_size=batch, local_epochs=1, lr=0.05, momentum=0.0, weight_decay=0.0)
+    header = ("model", "input", "sequential s", "vmapped s", "speed-up")
+    print("{:>12} {:>12} {:>13} {:>10} {:>9}  used".format(*header))
+    for name in models:
+        model, shape = build_model(name)
+        gen = torch.Generator().manual_seed(0)
+        datas = [
+            Tensors(torch.randn(samples, *shape, generator=gen), torch.randint(0, 10, (samples,)))
+            for _ in range(devices)
+        ]
+        if not batchable(model, datas, params):
+            why = "not batchable (dropout or optimizer)"
+            print(f"{name:>12} {'x'.join(map(str, shape)):>12}  {why}")
+            continue
+        state = {k: v.clone() for k, v in model.state_dict().items()}
+        train_batched(model, datas, params, range(devices))  # vmap's first call compiles
+        seq, bat = [], []
+        for _ in range(repeats):  # interleaved, so host noise falls on both alike
+            started = time.perf_counter()
+            for i, data in enumerate(datas):
+                model.load_state_dict(state)
+                train_local(model, data, params, seed=i)
+            seq.append(time.perf_counter() - started)
+            model.load_state_dict(state)
+            started = time.perf_counter()
+            train_batched(model, datas, params, range(devices))
+            bat.append(time.perf_counter() - started)
+        s, b = statistics.median(seq), statistics.median(bat)
+        used = "yes" if batching_pays(model, datas, params) else "no"
+        print(
+            f"{name:>12} {'x'.join(map(str, shape)):>12} {s:13.3f} {b:10.3f} {s / b:8.2f}x  {used}",
+            flush=True,
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["lenet", "small_cnn", "fc_only", "dqn"])
+    parser.add_argument("--devices", type=int, nargs="+", default=[10, 50])
+    parser.add_argument("--samples", type=int, default=32)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    print(
+        f"# torch {torch.__version__}, 1 thread, {os.cpu_count()} CPUs; {args.samples} samples "
+        f"per device, batch {args.batch}, one local epoch, median of {args.repeats}"
+    )
+    for n in args.devices:
+        print(f"\n{n} devices")
+        seconds(args.models, n, args.samples, args.batch, args.repeats)
+
+
+if __name__ == "__main__":
+    main()
