@@ -4,7 +4,10 @@ The lock is an advisory `flock` on the file, held for the life of the
 process that took it: the kernel drops it when that process ends, however
 it ends (SIGKILL included), so a crashed run never leaves a stale lock and
 `resume=` can take the folder at once. The file's text names the holder,
-so a refused second run says who has the folder.
+so a refused second run says who has the folder. A run that ends removes
+the file (while still holding it); a run that takes the lock checks that
+the file it locked is still the one at the path, so a file removed under
+it cannot give two runs the folder.
 
 The run itself may enter the folder its driver holds: the simulation's
 ServerApp in the driver's own process, a deployment's ServerApp several
@@ -43,6 +46,14 @@ class RunLock:
         """
         if self._fd is not None:
             return self
+        for _ in range(100):  # a holder that ends removes the file: lock the new one
+            if self._try():
+                return self
+        raise FedbenchError(f"run folder {self.path.parent}: {self.path} keeps being replaced")
+
+    def _try(self) -> bool:
+        """Lock the file at the path: True when held (by us or our driver), False
+        when the file was removed while we locked it; raises when another run holds it."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -54,22 +65,25 @@ class RunLock:
             holder = _holder(fd)
             os.close(fd)
             if holder is not None and (holder == os.getpid() or holder in _ancestors()):
-                return self  # this run's driver has it (in-process, or a parent process)
+                return True  # this run's driver has it (in-process, or a parent process)
             who = f"pid {holder}" if holder is not None else "another process"
             raise FedbenchError(
                 f"run folder {self.path.parent} is in use by another fedbench run ({who}, "
                 f"see {self.path}); wait for it to end, or give another hydra.run.dir"
             ) from None
+        if not _same_file(fd, self.path):
+            os.close(fd)  # locked a file its holder removed on the way out
+            return False
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()} {time.strftime('%Y-%m-%dT%H:%M:%S')}\n".encode())
         self._fd = fd
-        return self
+        return True
 
     def release(self) -> None:
         if self._fd is None:
             return
         with contextlib.suppress(OSError):
-            os.ftruncate(self._fd, 0)
+            self.path.unlink()  # still holding the lock: nobody can have taken this file
         os.close(self._fd)  # closing drops the flock
         self._fd = None
 
@@ -78,6 +92,13 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        return os.fstat(fd).st_ino == os.stat(path).st_ino
+    except OSError:
+        return False
 
 
 def _holder(fd: int) -> int | None:
