@@ -37,8 +37,10 @@ from flwr.app import Array, ArrayRecord, MetricRecord, RecordDict
 
 from fedbench.errors import FedbenchError
 from fedbench.protocol import METRICS, NUM_EXAMPLES
+from fedbench.report.progress import console
 from fedbench.scenarios.base import RoundSpec
 from fedbench.server.clock import EventClock
+from fedbench.server.close import WaitForAll
 from fedbench.server.close.base import Closing
 from fedbench.server.loop import LoopParts, LoopState, RoundLoop, RoundOutcome
 from fedbench.server.modes import FedBuff
@@ -78,6 +80,17 @@ class FedBuffLoop(RoundLoop):
         self.applied = 0
         self.discarded = 0
         self.staleness: list[int] = []
+        # FedBuff has no rounds to close: a round_close the experiment sets (a deadline,
+        # first k) does not apply, and the run says so instead of ignoring it silently.
+        self.ignored_close = (
+            "" if isinstance(parts.close, WaitForAll) else type(parts.close).__name__
+        )
+        if self.ignored_close:
+            console.line(
+                f"mode=fedbuff: round_close ({self.ignored_close}) does not apply; FedBuff "
+                f"aggregates every {mode.buffer_size} arrivals (mode.buffer_size) and bounds "
+                "staleness with mode.max_staleness"
+            )
 
     def run(self, schedule: Iterable[RoundSpec], state: LoopState) -> LoopState:
         specs = iter([s for s in schedule if s.round > state.round])
@@ -138,6 +151,7 @@ class FedBuffLoop(RoundLoop):
                 "buffer_size": self.mode.buffer_size,
                 "updates_applied": self.applied,
                 "updates_discarded_stale": self.discarded,
+                "round_close_ignored": self.ignored_close or None,
                 "staleness": {
                     "mean": statistics.fmean(s) if s else None,
                     "median": statistics.median(s) if s else None,

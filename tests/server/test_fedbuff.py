@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
+from fedbench.server.close import Deadline
 from fedbench.server.loop import LoopState
 from fedbench.server.modes import FedBuff
 from tests.server.fakes import Recorder, build_loop, device, spec, weights
@@ -67,3 +69,16 @@ def test_the_same_seed_gives_the_same_records() -> None:
     first = _run(FedBuff(buffer_size=2, concurrency=2), 5)[1]
     second = _run(FedBuff(buffer_size=2, concurrency=2), 5)[1]
     assert _records(first) == _records(second)
+
+
+def test_a_round_close_fedbuff_cannot_apply_is_said_not_ignored(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    devices = {"fast": device(1.0, 1.0), "slow": device(3.0, 10.0)}
+    mode = FedBuff(buffer_size=2, concurrency=2)
+    loop, _, _ = build_loop(devices, k=2, mode=mode, close=Deadline(deadline_s=2.0))
+    assert "round_close (Deadline) does not apply" in capsys.readouterr().err
+    assert loop.summary()["async"]["round_close_ignored"] == "Deadline"  # type: ignore[index]
+    plain, _, _ = build_loop(devices, k=2, mode=mode)
+    assert "does not apply" not in capsys.readouterr().err
+    assert plain.summary()["async"]["round_close_ignored"] is None  # type: ignore[index]
