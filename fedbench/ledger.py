@@ -132,6 +132,10 @@ class Ledger:
         self.temp_c[i] = state.temp_c
         self.battery_pct[i] = state.battery_pct
         self.state_time_s[i] = state.time_s
+        if not math.isnan(self.battery_time_s[i]):
+            # The reported level is the one at the end of training: idle drain runs
+            # from there (from the round's start it would drain twice while training).
+            self.battery_time_s[i] = state.time_s
 
     def state(self, i: int) -> DeviceState | None:
         """The emulated state to start device i's next round from (None: never run)."""

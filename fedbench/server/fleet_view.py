@@ -137,7 +137,9 @@ class FleetView:
             pop.charge_w,
             pop.capacity_wh,
         )
-        ledger.battery_time_s[~np.isnan(ledger.battery_time_s)] = now_s
+        # A device still training past now (a late reply) keeps its own, later time.
+        kept = ~np.isnan(ledger.battery_time_s)
+        ledger.battery_time_s[kept] = np.maximum(ledger.battery_time_s[kept], now_s)
         window = pop.windows.inside(now_s) | ~pop.windows.described
         low = ledger.battery_pct < pop.floor_pct  # NaN (no battery): False
         ledger.available[:] = window & ~low

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedbench.devices.meter import DeviceState
 from fedbench.fleet import expand_fleet
 from fedbench.ledger import Ledger
 from fedbench.models import build_model
@@ -63,3 +64,24 @@ def test_traits_carry_the_devices_draw_with_a_rounds_jitter() -> None:
     assert a.speed == b.speed == pop.speed[5]
     assert a.down_mbps != b.down_mbps  # jittered per round around the device's own
     assert view.traits(1, 5) == a  # and the same for the same round
+
+
+def test_idle_drain_starts_where_training_ended_not_at_the_rounds_start() -> None:
+    view, ledger = _view()
+    pop = view.population
+    assert pop is not None
+    noon, hour = 12 * 3600.0, 3600.0
+    view.update_availability(ledger, noon)
+    # A phone on battery from noon to one o'clock: no window edge to charge it between.
+    quiet = (
+        (pop.windows.next_edge(np.full(len(ledger), noon)) > noon + hour)
+        & ~pop.windows.charging_at(np.full(len(ledger), noon))
+        & (pop.capacity_wh > 0)
+    )
+    i = int(np.flatnonzero(quiet)[0])
+    after = float(ledger.battery_pct[i]) - 1.0  # the round's energy, as the device reports it
+    ledger.set_state(i, DeviceState(30.0, after, noon + 600.0))  # trained until 12:10
+    view.update_availability(ledger, noon + hour)
+    idle_pct = 100.0 * pop.idle_w[i] * (hour - 600.0) / (pop.capacity_wh[i] * 3600.0)
+    assert idle_pct > 0
+    assert np.isclose(ledger.battery_pct[i], after - idle_pct)  # 50 idle minutes, not 60
