@@ -23,6 +23,7 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from torch import nn
 
+from fedbench.arrays import decode, state_dict_record
 from fedbench.client.group import current_group
 from fedbench.client.seat import Seat, current_seat, seat_of
 from fedbench.data.source import Tensors
@@ -47,15 +48,32 @@ def train(msg: Message, context: Context) -> Message:
         raise FedbenchError("fedbench's train handler runs under the device mod only")
     arrays_key, arrays = _only_arrays(msg)
     model = _model(seat.experiment.model)
-    model.load_state_dict(arrays.to_torch_state_dict())
+    model.load_state_dict(_global_state(arrays))
     params = train_params(seat.experiment, _config(msg))
     loss, trained, n = _train(seat, model, params, context)
     content = RecordDict(
         {METRICS: MetricRecord({NUM_EXAMPLES: n if trained else 0, "train_loss": _finite(loss)})}
     )
     if trained:
-        content[arrays_key] = ArrayRecord(model.state_dict())
+        content[arrays_key] = state_dict_record(model.state_dict())
     return Message(content, reply_to=msg)
+
+
+_GLOBAL: list[tuple[ArrayRecord, dict[str, torch.Tensor]]] = []  # the last global model read
+
+
+def _global_state(arrays: ArrayRecord) -> dict[str, torch.Tensor]:
+    """The message's global model as tensors, read once for all the devices of a group.
+
+    The devices of one call (fedbench.client.group) share the message's
+    ArrayRecord object; reading it once spares every further device a parse
+    of every array. load_state_dict copies, so the tensors are never written.
+    """
+    if _GLOBAL and _GLOBAL[0][0] is arrays:
+        return _GLOBAL[0][1]
+    state = {k: torch.from_numpy(decode(a).copy()) for k, a in arrays.items()}
+    _GLOBAL[:] = [(arrays, state)]
+    return state
 
 
 def train_params(experiment: Experiment, config: ConfigRecord | None) -> TrainParams:

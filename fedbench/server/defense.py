@@ -167,7 +167,7 @@ def distance(update: ArrayRecord, reference: Mapping[str, np.ndarray]) -> float:
     """L2 distance between an update and the global model over floating-point arrays.
 
     `reference` holds the global model's values, decoded once per round
-    (fedbench.server.arrays.decode): a round compares every update with them.
+    (fedbench.arrays.decode): a round compares every update with them.
     """
     total = 0.0
     for key, array in update.items():

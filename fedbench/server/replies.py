@@ -30,6 +30,7 @@ from typing import TypeVar
 import numpy as np
 from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
 
+from fedbench.arrays import DecodedArray, decode
 from fedbench.devices.meter import DeviceState
 from fedbench.errors import FedbenchError
 from fedbench.fleet import DeviceSpec
@@ -45,7 +46,6 @@ from fedbench.protocol import (
     ungroup_all,
 )
 from fedbench.report.records import UNPROFILED, RoundReport, from_record
-from fedbench.server.arrays import DecodedArray, decode
 from fedbench.server.defense import Defense, check_costs, distance, distance_outliers
 
 T = TypeVar("T")
@@ -312,7 +312,7 @@ def _update(
 def conform(arrays: ArrayRecord, reference: ArrayRecord) -> tuple[ArrayRecord | None, str]:
     """The update in the global model's dtypes, or None and why it must not be averaged in.
 
-    Every array is read once (fedbench.server.arrays.decode) and handed on
+    Every array is read once (fedbench.arrays.decode) and handed on
     with its values, so the aggregation does not parse it again. Floating-point
     arrays of another width are cast (a float64 update must not promote the
     global model); integers where the model holds floats, or floats where it

@@ -6,9 +6,10 @@ import io
 
 import numpy as np
 import pytest
+import torch
 from flwr.app import Array, ArrayRecord
 
-from fedbench.server.arrays import DecodedArray, decode
+from fedbench.arrays import DecodedArray, decode, encode, state_dict_record
 from fedbench.server.replies import conform
 
 
@@ -50,3 +51,27 @@ def test_a_conform_hands_its_values_to_the_aggregation() -> None:
     assert isinstance(array, DecodedArray) and np.array_equal(array.numpy(), np.ones((2, 2)))
     wrong = ArrayRecord([np.ones((3,), np.float32)])
     assert conform(wrong, reference) == (None, "update '0' has shape (3,), expected (2, 2)")
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        np.random.default_rng(1).random((3, 4)).astype(np.float32),
+        np.array(7, dtype=np.int64),  # 0-d
+        np.zeros((0, 3), dtype=np.float16),
+        np.ones((2, 1, 1), dtype=">f8"),
+    ],
+)
+def test_encode_writes_what_numpy_save_writes(values: np.ndarray) -> None:
+    ours, flowers = encode(values), Array(values)
+    assert ours.data == flowers.data
+    assert (ours.dtype, ours.shape, ours.stype) == (flowers.dtype, flowers.shape, flowers.stype)
+
+
+def test_a_fortran_ordered_array_reads_back_the_same() -> None:
+    values = np.arange(12, dtype=np.float32).reshape(3, 4).T  # F-contiguous
+    assert np.array_equal(decode(encode(values)), values)
+    state = {"w": torch.arange(6.0).reshape(2, 3), "n": torch.tensor(3)}
+    record = state_dict_record(state)
+    assert record["w"].data == ArrayRecord(state)["w"].data
+    assert record["n"].data == ArrayRecord(state)["n"].data
