@@ -8,6 +8,10 @@ seconds to train N devices' local epochs one after another
 (`train_local`) and all at once (`train_batched`), in one process, one
 thread (as a worker trains), interleaved and repeated, median reported.
 
+The `used` column is the worker's own decision (`batching_pays`: one step
+per side, best of up to three tries, batching must win by 10%), so near a
+tie it may differ from this table's medians over whole epochs.
+
 Batching pays where a step is dispatch-bound (many small operators, little
 arithmetic each); where the activations of N devices no longer fit the cache
 it loses, because one device at a time keeps its activations cache-resident.
