@@ -253,6 +253,7 @@ class DeploymentRuntime(Runtime):
         except KeyboardInterrupt:
             interrupted = True
         finally:
+            stopping = time.monotonic()
             pool.shutdown(wait=True, cancel_futures=True)
             killed = procs.stop()
             _copy_refusals(run_dir)
@@ -262,7 +263,10 @@ class DeploymentRuntime(Runtime):
             if killed:
                 _progress(f"deployment: had to kill {len(killed)} process(es): {', '.join(killed)}")
         if interrupted:
-            _progress(f"deployment: interrupted; stopped the {len(procs.seen)} processes it ran")
+            _progress(
+                f"deployment: interrupted; stopped the {len(procs.seen)} processes it ran "
+                f"in {time.monotonic() - stopping:.1f} s"
+            )
             raise SystemExit(130)  # the shell's code for "ended by Ctrl-C"
 
     def _headroom_mb(self) -> int | None:

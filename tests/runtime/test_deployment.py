@@ -319,8 +319,18 @@ def test_ctrl_c_while_waiting_for_devices_stops_everything(tmp_path: Path) -> No
         tree = _tree(server.pid)
         assert len(tree) >= 4  # fedbench, SuperLink (+ its helper), the host device's SuperNode
         server.send_signal(signal.SIGINT)  # what Ctrl-C sends
-        server.wait(timeout=60)
-        assert server.returncode == 130  # stopped cleanly, no traceback
+        # Terminate, 5 s grace, kill, the watchdog's sweep: seconds on a quiet host
+        # (3.8 s with three busy loops beside it); a CI host shared with a training
+        # run once took over 60 s, so the bound is generous and the log says why.
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(timeout=150)
+        while True:
+            try:
+                log.append(lines.get(timeout=0.5))
+            except queue.Empty:
+                break
+        assert server.returncode == 130, "".join(log)  # stopped cleanly, no traceback
+        assert any("interrupted; stopped the" in line for line in log), "".join(log)
         assert _running(tree, timeout=15) == []
         pids = [int(r["pid"]) for r in csv.DictReader((run_dir / "logs/processes.csv").open())]
         assert _flower_leftovers(pids, since) == []
