@@ -91,10 +91,32 @@ def serve(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
+        preexec_fn=_as_from_a_terminal,
     )
     lines: queue.Queue[str] = queue.Queue()
     threading.Thread(target=_lines, args=(server.stderr, lines), daemon=True).start()
     return server, lines
+
+
+def _as_from_a_terminal() -> None:
+    """Ctrl-C's handling as a command typed at a shell gets it.
+
+    An ignored or blocked SIGINT is inherited by every child: a test runner
+    started in the background of a script (or a library call in it) can
+    leave one, and the run would then never see the test's Ctrl-C.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _signal_masks(pid: int) -> str:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return ""
+    return " ".join(
+        line.replace("\t", "") for line in status if line.startswith(("SigBlk", "SigIgn"))
+    )
 
 
 def follow(
@@ -318,6 +340,10 @@ def test_ctrl_c_while_waiting_for_devices_stops_everything(tmp_path: Path) -> No
         time.sleep(1.0)
         tree = _tree(server.pid)
         assert len(tree) >= 4  # fedbench, SuperLink (+ its helper), the host device's SuperNode
+        log.append(
+            f"(before Ctrl-C: fedbench {_signal_masks(server.pid)}; "
+            f"pytest {_signal_masks(os.getpid())})\n"
+        )
         server.send_signal(signal.SIGINT)  # what Ctrl-C sends
         # Terminate, 5 s grace, kill, the watchdog's sweep: seconds on a quiet host
         # (3.8 s with three busy loops beside it); a CI host shared with a training
