@@ -16,6 +16,13 @@ Batching pays where a step is dispatch-bound (many small operators, little
 arithmetic each); where the activations of N devices no longer fit the cache
 it loses, because one device at a time keeps its activations cache-resident.
 
+The `ceiling` column bounds what any batching across devices could give on
+this host: one model trained on all N devices' samples at N times the batch
+(the same arithmetic in the fewest operators, one set of weights in cache),
+as a speed-up over one device after another. Where it is near 1x the step is
+compute-bound already and no batched path, vmap or hand-written, can do
+much better.
+
     python benchmarks/batched.py
     python benchmarks/batched.py --models lenet small_cnn --devices 10 50
 """
@@ -26,6 +33,7 @@ import argparse
 import os
 import statistics
 import time
+from dataclasses import replace
 
 import torch
 
@@ -37,8 +45,8 @@ from fedbench.train.loop import TrainParams, train_local
 
 def seconds(models: list[str], devices: int, samples: int, batch: int, repeats: int) -> None:
     params = TrainParams(batch_size=batch, local_epochs=1, lr=0.05, momentum=0.0, weight_decay=0.0)
-    header = ("model", "input", "sequential s", "vmapped s", "speed-up")
-    print("{:>12} {:>12} {:>13} {:>10} {:>9}  used".format(*header))
+    header = ("model", "input", "sequential s", "vmapped s", "speed-up", "ceiling")
+    print("{:>12} {:>12} {:>13} {:>10} {:>9} {:>8}  used".format(*header))
     for name in models:
         model, shape = build_model(name)
         gen = torch.Generator().manual_seed(0)
@@ -52,8 +60,10 @@ def seconds(models: list[str], devices: int, samples: int, batch: int, repeats: 
             continue
         state = {k: v.clone() for k, v in model.state_dict().items()}
         train_batched(model, datas, params, range(devices))  # vmap's first call compiles
-        seq, bat = [], []
-        for _ in range(repeats):  # interleaved, so host noise falls on both alike
+        pooled = Tensors(torch.cat([d.x for d in datas]), torch.cat([d.y for d in datas]))
+        wide = replace(params, batch_size=batch * devices)
+        seq, bat, one = [], [], []
+        for _ in range(repeats):  # interleaved, so host noise falls on all alike
             started = time.perf_counter()
             for i, data in enumerate(datas):
                 model.load_state_dict(state)
@@ -63,10 +73,16 @@ def seconds(models: list[str], devices: int, samples: int, batch: int, repeats: 
             started = time.perf_counter()
             train_batched(model, datas, params, range(devices))
             bat.append(time.perf_counter() - started)
-        s, b = statistics.median(seq), statistics.median(bat)
+            model.load_state_dict(state)
+            started = time.perf_counter()
+            train_local(model, pooled, wide, seed=0)
+            one.append(time.perf_counter() - started)
+        model.load_state_dict(state)
+        s, b, c = statistics.median(seq), statistics.median(bat), statistics.median(one)
         used = "yes" if batching_pays(model, datas, params) else "no"
         print(
-            f"{name:>12} {'x'.join(map(str, shape)):>12} {s:13.3f} {b:10.3f} {s / b:8.2f}x  {used}",
+            f"{name:>12} {'x'.join(map(str, shape)):>12} {s:13.3f} {b:10.3f} {s / b:8.2f}x "
+            f"{s / c:7.2f}x  {used}",
             flush=True,
         )
 

@@ -10,7 +10,13 @@ side by side in one invocation as whole processes, start-up included:
 - bare: one Python process that trains the clients one after another with
   all the host's cores and averages (no Flower, no Ray, no records);
 - flower: a minimal Flower Message-API app (FedAvg.start, a ClientApp that
-  trains) under `run_simulation` with the same client resources.
+  trains) under `run_simulation` with the same client resources;
+- pooled: not a contender but the host's ceiling for batched training: one
+  model trained each round on all the round's devices' samples at devices x
+  batch, with all the host's cores. Training many devices' copies at once
+  does the same arithmetic with separate weights, so it cannot be faster
+  than this; where pooled is barely faster than bare, the step is
+  compute-bound and no batching across clients can reach a multiple of it.
 
 Two workloads (issue 13): 100 devices per round of the small CNN, and 4
 devices of DenseNet40 (64 samples each, batch 16). Reported per contender:
@@ -163,6 +169,43 @@ def bare(config: list[str]) -> list[float]:
     return times
 
 
+def pooled(config: list[str]) -> list[float]:
+    """The round's samples through one model, k devices' batches per step: best k.
+
+    A larger step is not always faster per sample (its activations leave the
+    cache), so each round is timed at k = 4, 16 and all devices, and the
+    fastest counts.
+    """
+    from dataclasses import replace
+
+    import torch
+
+    from fedbench.data.source import Tensors
+    from fedbench.train.loop import TrainParams, train_local
+
+    experiment = _experiment(config)
+    scenario, ctx, params, build_model = _clients(experiment)
+    assert isinstance(params, TrainParams)
+    torch.set_num_threads(os.cpu_count() or 1)
+    torch.manual_seed(0)
+    model = build_model(experiment.model)  # type: ignore[operator, attr-defined]
+    devices = experiment.strategy.params["clients_per_round"]  # type: ignore[attr-defined]
+    times = []
+    for r in range(1, experiment.scenario.params["rounds"] + 1):  # type: ignore[attr-defined]
+        best = float("inf")
+        for k in sorted({min(4, devices), min(16, devices), devices}):
+            start = time.perf_counter()
+            datas = [scenario.device_data(ctx, i, r) for i in range(devices)]  # type: ignore[attr-defined]
+            wide = replace(params, batch_size=params.batch_size * k)
+            for at in range(0, devices, k):
+                group = datas[at : at + k]
+                data = Tensors(torch.cat([d.x for d in group]), torch.cat([d.y for d in group]))
+                train_local(model, data, wide, seed=r)
+            best = min(best, time.perf_counter() - start)
+        times.append(best)
+    return times
+
+
 def flower(config: list[str]) -> list[float]:
     """A minimal Flower Message-API app doing the same training under run_simulation."""
     import ray
@@ -236,12 +279,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", choices=[*WORKLOADS, "all"], default="all")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--as", dest="role", choices=["bare", "flower"], help=argparse.SUPPRESS)
+    parser.add_argument("--as", dest="role", choices=list(CONTENDERS), help=argparse.SUPPRESS)
     parser.add_argument("--config", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.role:  # a contender's own process: print its round times as JSON
-        run = bare if args.role == "bare" else flower
-        print(json.dumps(run(json.loads(args.config))))
+        print(json.dumps(CONTENDERS[args.role](json.loads(args.config))))
         return
     names = list(WORKLOADS) if args.workload == "all" else [args.workload]
     for name in names:
@@ -251,6 +293,7 @@ def main() -> None:
                 fedbench_run(w, args.rounds, Path(tmp)),
                 contender("bare", w, args.rounds),
                 contender("flower", w, args.rounds),
+                contender("pooled", w, args.rounds),
             ]
         devices = int(w["devices"])  # type: ignore[call-overload]
         print(
@@ -263,7 +306,7 @@ def main() -> None:
                 f"  {t.name:8} whole run {t.wall_s:7.1f} s | warm round {t.warm_s:6.2f} s | "
                 f"{t.per_minute(devices):7.1f} device-rounds/min | rounds: {rounds}"
             )
-        fb, bare_t, flower_t = timings
+        fb, bare_t, flower_t, pooled_t = timings
         print(
             f"  fedbench / bare: warm round {fb.warm_s / bare_t.warm_s:.3f}x (target <= 1.05), "
             f"whole run {fb.wall_s / bare_t.wall_s:.2f}x"
@@ -279,6 +322,13 @@ def main() -> None:
             f"whole run {fb.per_minute(devices) / bare_t.per_minute(devices):.2f}x"
             + (" (target >= 3 with batched training)" if name == "small" else "")
         )
+        print(
+            f"  ceiling for any batching here (pooled / bare device-rounds/min, warm rounds): "
+            f"{bare_t.warm_s / pooled_t.warm_s:.2f}x"
+        )
+
+
+CONTENDERS = {"bare": bare, "flower": flower, "pooled": pooled}
 
 
 if __name__ == "__main__":
