@@ -124,7 +124,7 @@ _DECISIONS: dict[tuple[object, ...], bool] = {}  # per worker process: measured 
 
 
 def _measured(model: nn.Module, datas: Sequence[Tensors], params: TrainParams) -> bool:
-    """One vmapped step against one step per device, best of up to three tries each.
+    """One vmapped step against one step of each device in turn, best of up to three tries.
 
     A single timing on a busy host decides either way by chance; the best of
     interleaved tries is what the host can do, and a clear answer (a third
@@ -149,8 +149,13 @@ def _measured(model: nn.Module, datas: Sequence[Tensors], params: TrainParams) -
             together = min(together, time.perf_counter() - started)
             model.load_state_dict(state)
             started = time.perf_counter()
-            train_local(model, one[0], probe, seed=0)
-            alone = min(alone, (time.perf_counter() - started) * len(one))
+            # Every device in turn, as the sequential path trains them: one device
+            # timed and scaled by n would charge the cold cache the vmapped step
+            # left behind n times, and batching would win ties it loses.
+            for i, data in enumerate(one):
+                model.load_state_dict(state)
+                train_local(model, data, probe, seed=i)
+            alone = min(alone, time.perf_counter() - started)
             model.load_state_dict(state)
             if not _CLEAR < together / alone < 1 / _CLEAR:
                 break
