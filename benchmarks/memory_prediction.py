@@ -9,7 +9,7 @@ allocated inside kernels that the prediction cannot see. Target: within
 15% on every row.
 
 Batch sizes follow the published rows these models are calibrated on
-(../shared/calibration): LeNet on the Meizu at batch 1-32, MobileNetV2 and
+(calibration/data/training_measurements.csv): LeNet on the Meizu at batch 1-32, MobileNetV2 and
 ResNet18 at 224x224 up to batch 16 (Raspberry Pi 4 rows), DenseNet40 in the
 daily scenario (64 new images a day). What the prediction misses is
 kernel-internal scratch: oneDNN on x86 computes convolutions in a layout

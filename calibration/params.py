@@ -60,6 +60,7 @@ def _cpu_params(fw: str) -> list[Param]:
         out += [
             Param(f"{at}.runtime_mb", 60.0, 1.0, 2000.0, 1.0, "Meizu RES of LeNet rows"),
             Param(f"{at}.rss_per_tensor_byte", 2.5, 1.0, 20.0, 1.0, "Meizu RES vs tensors"),
+            Param(f"{at}.rss_per_unfold_byte", 1.0, 1e-3, 20.0, 1.0, "Meizu RES vs im2col"),
         ]
     return out
 
@@ -94,6 +95,10 @@ FIXED: dict[str, tuple[float, str]] = {
         1.1,
         "benchmarks/memory_prediction.py: PyTorch's allocator peak within ~15% of the "
         "tensor peak on this host",
+    ),
+    "cpu.pytorch.rss_per_unfold_byte": (
+        0.0,
+        "PyTorch's CPU convolution frees its im2col buffer when the call returns",
     ),
     "shared.elementwise_eff": (0.25, "elementwise calls are bandwidth-bound: rarely binds"),
     "gpu.tensorflow.depthwise_eff": (

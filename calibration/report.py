@@ -15,6 +15,7 @@ from rows import Row, mape
 
 from fedbench.devices.constants import Constants
 from fedbench.devices.emulator import emulate
+from fedbench.devices.memory import MB, forward_unfold_bytes
 from fedbench.devices.profile import initial_state, load_profile
 from fedbench.measure.workload import Workload
 
@@ -117,6 +118,8 @@ def build(
             else round(1000 * pred.forward_s[i], 2),
             "measured_res_mb": row.peak_res_mb,
             "predicted_rss_mb": round(e.rss_mb, 0),
+            "saved_activation_mb": round(w.saved_activation_bytes / MB, 2),
+            "forward_im2col_mb": round(forward_unfold_bytes(w) / MB, 2),
             "predicted_swapped_mb": round(e.swapped_mb, 0),
             "measured_cpu_pct": row.cpu_pct,
             "predicted_busy_cores": round(e.busy_cores, 2),

@@ -154,18 +154,26 @@ def memory_section(result: Any) -> list[str]:
     per_model = ", ".join(f"{m} {mape(v):.0f}%" for m, v in sorted(by_model.items()))
     fwd = [r for r in result.records if r["measured_forward_ms"] is not None]
     ferr = [100 * (r["predicted_forward_ms"] / r["measured_forward_ms"] - 1) for r in fwd]
+    growth = ", ".join(
+        f"{m} {res:.0f} MB: {res / saved:.1f}x saved, {res / im2col:.1f}x im2col"
+        if im2col > 0
+        else f"{m} {res:.0f} MB: {res / saved:.1f}x saved, no im2col"
+        for m, (res, saved, im2col) in _per_sample_growth(recs).items()
+    )
     return [
         "",
         "## Memory and forward passes",
         "",
-        "Peak resident set (RSS): `runtime_mb + rss_per_tensor_byte x tensor peak` per",
-        "framework (`fedbench/devices/memory.py`), against the `top` RES of the MNN rows:",
+        "Peak resident set (RSS): `runtime_mb + rss_per_tensor_byte x tensor peak +",
+        "rss_per_unfold_byte x forward im2col bytes` per framework",
+        "(`fedbench/devices/memory.py`), against the `top` RES of the MNN rows:",
         f"MAPE {mape(errs):.1f}% over {len(recs)} rows (in-sample; {per_model}). MNN's",
-        "resident set per sample is not one multiple of the activations autograd saves",
-        "(SqueezeNet's RES grows 4.7x its saved activations per sample, GoogLeNet's 3.1x,",
-        "AlexNet's 18x), so one factor per framework misses by tens of percent per model. The",
-        "training-tensor peak itself (what the memory planner budgets) is checked against this",
-        "host's allocator by `benchmarks/memory_prediction.py`.",
+        "resident set per sample is not one multiple of the activations autograd saves; it",
+        "follows the forward convolutions' im2col buffers, which its graph keeps for the",
+        "backward pass (RES growth per sample on the Meizu 16T at 1.7 GHz, between the",
+        f"smallest and largest batch below the swap limit: {growth}).",
+        "The training-tensor peak itself (what the memory planner budgets) is checked",
+        "against this host's allocator by `benchmarks/memory_prediction.py`.",
         "",
         "Swapping: the MNN SqueezeNet batch-32 rows (4.3 GB resident on a 6 GB phone, 5.6x",
         "their batch-16 time) are the only rows beyond what a device keeps resident. The",
@@ -179,20 +187,43 @@ def memory_section(result: Any) -> list[str]:
     ]
 
 
+def _per_sample_growth(recs: list[dict[str, Any]]) -> dict[str, tuple[float, float, float]]:
+    """Per MNN model: RES, saved activations and forward im2col per extra sample, MB."""
+    out = {}
+    for model in sorted({r["zoo_model"] for r in recs}):
+        sweep = sorted(
+            (r["batch"], r)
+            for r in recs
+            if r["zoo_model"] == model and r["device"] == "meizu_16t" and "fixed" in r["config"]
+        )
+        # The largest batch that stays resident (a swapping row's RES is capped).
+        sweep = [(b, r) for b, r in sweep if r["predicted_swapped_mb"] == 0]
+        if len(sweep) < 2:
+            continue
+        (b0, lo), (b1, hi) = sweep[0], sweep[-1]
+        keys = ("measured_res_mb", "saved_activation_mb", "forward_im2col_mb")
+        res, saved, im2col = (float(hi[k] - lo[k]) / (b1 - b0) for k in keys)
+        out[model] = (res, saved, im2col)
+    return out
+
+
 def known_gaps(result: Any) -> list[str]:
+    googlenet = [r["lomo_error_pct"] for r in result.records if r["zoo_model"] == "googlenet_mnn"]
     return [
         "",
         "## Why the out-of-fold errors are what they are (known gaps)",
         "",
-        "- Per-model kernel efficiency in MNN that no shape feature explains: at the same",
-        "  1.7 GHz and 4 threads MNN trains GoogLeNet at ~86 GFLOP/s (nominal FLOPs, above",
-        "  what the other models reach and close to the cores' 109 GFLOP/s peak), AlexNet at",
-        "  ~42, SqueezeNet at ~24 and MobileNetV2 at ~6, with the same operator kinds. The",
-        "  per-call model (GEMM width, output parallelism, cache, im2col and weight re-layout",
-        "  traffic, Winograd) recovers part of it; the rest makes a held-out MNN model",
-        "  unpredictable from the others (GoogLeNet is predicted 2-3x too slow when it is held",
-        "  out, SqueezeNet ~2x too fast, MobileNetV2's depthwise backward - the only depthwise",
-        "  MNN model - at the priors).",
+        "- The zoo model must be the network that was timed. The MNN benchmark's GoogLeNet",
+        "  reuses its first conv's options, stride 2 included, for the second stem conv, so",
+        "  its inception modules run on a quarter of the paper's feature maps (and none of",
+        "  its convs has an activation): mapped to the paper's layout, GoogLeNet was predicted",
+        "  2x too slow in sample and 2.4x when held out; mapped to what the source builds",
+        "  (conf/model/googlenet_mnn.yaml), its leave-one-model-out MAPE is",
+        f"  {mape(googlenet):.1f}%. Likewise MNN's LeNet never registers its second conv, so",
+        "  that conv's weights are not trained (conf/model/lenet_mnn.yaml), and its LeNet,",
+        "  SqueezeNet and GoogLeNet have no activation after their convs.",
+        "- MobileNetV2 is the only depthwise network among the MNN rows: held out, MNN's",
+        "  depthwise efficiencies fall back to their priors (its leave-one-model-out column).",
         "- One framework's forward/backward efficiency is identified only by the models it",
         "  ran: PyTorch's attention/matmul efficiency comes from ViT alone, so holding ViT",
         "  out leaves it to the prior shared with the convolution GEMMs.",

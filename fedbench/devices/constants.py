@@ -98,10 +98,13 @@ class CpuFramework:
     # Loading/decoding one input byte, serial (0 where the timed step
     # excludes data loading, as MNN's benchmark does).
     input_cycles_per_byte: Annotated[float, Bound("cycles per input byte", 0.0, 1e4)]
-    # Resident set beyond the training tensors: the runtime itself, and
-    # how much its allocator and kernels hold per tensor byte.
+    # Resident set beyond the training tensors: the runtime itself, how
+    # much its allocator and kernels hold per tensor byte, and per byte of
+    # the forward convolutions' im2col buffers (a graph executor such as
+    # MNN's keeps them for the backward pass; PyTorch frees them per call).
     runtime_mb: Annotated[float, Bound("MB", 0.0, 1e4)]
     rss_per_tensor_byte: Annotated[float, Bound("x", 1.0, 20.0)]
+    rss_per_unfold_byte: Annotated[float, Bound("x", 0.0, 20.0)]
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,9 @@ class GpuFramework:
     # map/unmap with a layout conversion on the CPU runs far below DRAM
     # speed).
     copy_eff: Annotated[float, Bound("fraction of copy bandwidth", 1e-5, 1.0)] = 1.0
+    # GPU convolutions (cuDNN's implicit GEMM, OpenCL image kernels) keep
+    # no im2col buffers between the passes.
+    rss_per_unfold_byte: Annotated[float, Bound("x", 0.0, 20.0)] = 0.0
 
 
 @dataclass(frozen=True)

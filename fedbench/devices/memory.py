@@ -3,16 +3,22 @@
 The workload's peak counts training tensors (`Workload.peak_bytes`: what
 the memory planner budgets against `memory.train_budget_mb`). The process
 holds more: its runtime (interpreter, libraries, kernels' code and
-buffers) and what its allocator keeps around its tensors (MNN's resident
-set runs 2-4x its tensors). The peak resident set (RSS) is
+buffers), what its allocator keeps around its tensors, and what a graph
+executor keeps of its kernels' scratch: MNN holds every forward
+convolution's im2col buffer until the backward pass, which is why its
+resident set grows ~17x AlexNet's saved activations per sample but ~2x
+MobileNetV2's (whose 1x1 and depthwise convs need none). The peak
+resident set (RSS) is
 
     rss_mb = runtime_mb + rss_per_tensor_byte x tensor_peak_mb
+                        + rss_per_unfold_byte x forward_im2col_mb
 
 per framework (fitted_constants.yaml; MNN's fitted to the Meizu rows'
-`top` RES). Beyond what the device lets the process keep resident
-(`memory.available_mb`) the kernel reclaims the excess and pages it back
-every step - the MNN SqueezeNet run at batch 32 on the Meizu 16T (4.3 GB
-resident) took 5.6x its batch-16 time - so each step pays
+`top` RES; 0 for PyTorch, which frees im2col per call). Beyond what the
+device lets the process keep resident (`memory.available_mb`) the kernel
+reclaims the excess and pages it back every step - the MNN SqueezeNet run
+at batch 32 on the Meizu 16T (4.3 GB resident) took 5.6x its batch-16
+time - so each step pays
 
     swap_s = 2 x excess / (swap_gbs x swap_efficiency)
 
@@ -23,16 +29,31 @@ reclaim reaches while thrashing); beyond available + swap it cannot run
 
 from __future__ import annotations
 
+import numpy as np
+
 from fedbench.devices.constants import CpuFramework, GpuFramework, Shared
+from fedbench.devices.kernels import FORWARD, GEMM_KINDS
 from fedbench.devices.profile import DeviceProfile
 from fedbench.measure.workload import Workload
 
 MB = float(1 << 20)
 
 
+def forward_unfold_bytes(workload: Workload) -> float:
+    """im2col bytes of the step's forward GEMM-shaped convolutions (0 without a call table)."""
+    c = workload.calls
+    if c is None:
+        return 0.0
+    kind, phase = np.asarray(c.kind), np.asarray(c.phase)
+    mask = np.isin(kind, GEMM_KINDS) & (phase == FORWARD)
+    return float(np.asarray(c.unfold, dtype=float)[mask].sum())
+
+
 def resident_mb(workload: Workload, fw: CpuFramework | GpuFramework) -> float:
     """Peak resident set of the training process, MB."""
-    return fw.runtime_mb + fw.rss_per_tensor_byte * workload.peak_bytes / MB
+    tensors = fw.rss_per_tensor_byte * workload.peak_bytes
+    scratch = fw.rss_per_unfold_byte * forward_unfold_bytes(workload)
+    return fw.runtime_mb + (tensors + scratch) / MB
 
 
 def excess_mb(profile: DeviceProfile, rss_mb: float) -> float:

@@ -25,7 +25,7 @@ REFERENCE_PARAMS = {
     "vit_tiny": 5_717_416,
     "efficientnet_b0": 5_288_548,
     # MNN: conv 1*20*25+20, 20*50*25+50; linear 800*400+400, 400*10+10.
-    "lenet_mnn": 520 + 25_050 + 320_400 + 4_010,
+    "lenet_mnn": 520 + 320_400 + 4_010,  # conv2 (25,050) is constant, as in MNN's source
     "inceptionv1": 6_624_904,  # same network as googlenet
     "xception": 22_855_952,  # Keras/timm trainable parameters
     "vgg16": 138_357_544 - 4096 * 990 - 990,  # torchvision vgg16 with a 10-class head
