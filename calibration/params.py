@@ -61,6 +61,7 @@ def _cpu_params(fw: str) -> list[Param]:
             Param(f"{at}.runtime_mb", 60.0, 1.0, 2000.0, 1.0, "Meizu RES of LeNet rows"),
             Param(f"{at}.rss_per_tensor_byte", 2.5, 1.0, 20.0, 1.0, "Meizu RES vs tensors"),
             Param(f"{at}.rss_per_unfold_byte", 1.0, 1e-3, 20.0, 1.0, "Meizu RES vs im2col"),
+            Param(f"{at}.rss_per_output_byte", 0.5, 1e-3, 20.0, 1.0, "Meizu RES vs outputs"),
         ]
     return out
 
@@ -99,6 +100,10 @@ FIXED: dict[str, tuple[float, str]] = {
     "cpu.pytorch.rss_per_unfold_byte": (
         0.0,
         "PyTorch's CPU convolution frees its im2col buffer when the call returns",
+    ),
+    "cpu.pytorch.rss_per_output_byte": (
+        0.0,
+        "PyTorch frees every forward output autograd does not save (counted in the tensor peak)",
     ),
     "shared.elementwise_eff": (0.25, "elementwise calls are bandwidth-bound: rarely binds"),
     "gpu.tensorflow.depthwise_eff": (

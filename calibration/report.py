@@ -15,7 +15,7 @@ from rows import Row, mape
 
 from fedbench.devices.constants import Constants
 from fedbench.devices.emulator import emulate
-from fedbench.devices.memory import MB, forward_unfold_bytes
+from fedbench.devices.memory import MB, forward_output_bytes, forward_unfold_bytes
 from fedbench.devices.profile import initial_state, load_profile
 from fedbench.measure.workload import Workload
 
@@ -120,6 +120,7 @@ def build(
             "predicted_rss_mb": round(e.rss_mb, 0),
             "saved_activation_mb": round(w.saved_activation_bytes / MB, 2),
             "forward_im2col_mb": round(forward_unfold_bytes(w) / MB, 2),
+            "forward_outputs_mb": round(forward_output_bytes(w) / MB, 2),
             "predicted_swapped_mb": round(e.swapped_mb, 0),
             "measured_cpu_pct": row.cpu_pct,
             "predicted_busy_cores": round(e.busy_cores, 2),

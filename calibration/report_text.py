@@ -165,25 +165,46 @@ def memory_section(result: Any) -> list[str]:
         "## Memory and forward passes",
         "",
         "Peak resident set (RSS): `runtime_mb + rss_per_tensor_byte x tensor peak +",
-        "rss_per_unfold_byte x forward im2col bytes` per framework",
-        "(`fedbench/devices/memory.py`), against the `top` RES of the MNN rows:",
+        "rss_per_unfold_byte x forward im2col bytes + rss_per_output_byte x forward output",
+        "bytes` per framework (`fedbench/devices/memory.py`), against the `top` RES of the",
+        "MNN rows:",
         f"MAPE {mape(errs):.1f}% over {len(recs)} rows (in-sample; {per_model}). MNN's",
         "resident set per sample is not one multiple of the activations autograd saves; it",
-        "follows the forward convolutions' im2col buffers, which its graph keeps for the",
-        "backward pass (RES growth per sample on the Meizu 16T at 1.7 GHz, between the",
+        "follows the forward convolutions' im2col buffers and the forward outputs, which",
+        "its graph keeps for the backward pass (RES growth per sample on the Meizu 16T at",
+        "1.7 GHz, between the",
         f"smallest and largest batch below the swap limit: {growth}).",
         "The training-tensor peak itself (what the memory planner budgets) is checked",
         "against this host's allocator by `benchmarks/memory_prediction.py`.",
         "",
         "Swapping: the MNN SqueezeNet batch-32 rows (4.3 GB resident on a 6 GB phone, 5.6x",
-        "their batch-16 time) are the only rows beyond what a device keeps resident. The",
-        "predicted resident set of those rows stays under the Meizu 16T's `available_mb`",
-        "unless the RSS model tracks SqueezeNet's per-sample footprint, which it does not (see",
-        "above), so `shared.swap_efficiency` is not identified by the rows and stays at its",
-        "prior; the term itself is exercised by tests (tests/devices/test_memory_pressure.py).",
+        "their batch-16 time) are the only rows beyond what a device keeps resident.",
+        *_swap_sentence(result.records),
         "",
         f"Forward passes (MNN inference timing, fitted at weight 0.5): MAPE {mape(ferr):.1f}%",
         f"over {len(fwd)} rows in-sample.",
+    ]
+
+
+def _swap_sentence(records: list[dict[str, Any]]) -> list[str]:
+    swapping = [r for r in records if r["predicted_swapped_mb"] > 0]
+    if not swapping:
+        return [
+            "The fitted RSS model keeps every row under its device's `available_mb`, so",
+            "`shared.swap_efficiency` is not identified by the rows and stays at its prior;",
+            "the term is exercised by tests (tests/devices/test_memory_pressure.py).",
+        ]
+    rows = "; ".join(
+        f"{r['device']} {r['zoo_model']} b{r['batch']}: {r['predicted_swapped_mb']:.0f} MB "
+        f"paged, {r['measured_ms']:.0f} ms measured vs {r['predicted_ms']:.0f} ms in sample "
+        f"({r['error_pct']:+.0f}%), {r['lomo_ms']:.0f} ms held out with its model "
+        f"({r['lomo_error_pct']:+.0f}%)"
+        for r in swapping
+    )
+    return [
+        "In sample, the fitted RSS model puts these rows past `available_mb`, and the",
+        f"swap term (`shared.swap_efficiency`) is fitted to them: {rows}. A fit without",
+        "the model has neither its footprint nor the swap throughput to go on.",
     ]
 
 

@@ -99,12 +99,14 @@ class CpuFramework:
     # excludes data loading, as MNN's benchmark does).
     input_cycles_per_byte: Annotated[float, Bound("cycles per input byte", 0.0, 1e4)]
     # Resident set beyond the training tensors: the runtime itself, how
-    # much its allocator and kernels hold per tensor byte, and per byte of
-    # the forward convolutions' im2col buffers (a graph executor such as
-    # MNN's keeps them for the backward pass; PyTorch frees them per call).
+    # much its allocator and kernels hold per tensor byte, and what a graph
+    # executor such as MNN's keeps for the backward pass beyond what
+    # autograd would save: per byte of the forward convolutions' im2col
+    # buffers and of every forward call's output (PyTorch frees both).
     runtime_mb: Annotated[float, Bound("MB", 0.0, 1e4)]
     rss_per_tensor_byte: Annotated[float, Bound("x", 1.0, 20.0)]
     rss_per_unfold_byte: Annotated[float, Bound("x", 0.0, 20.0)]
+    rss_per_output_byte: Annotated[float, Bound("x", 0.0, 20.0)]
 
 
 @dataclass(frozen=True)
@@ -132,8 +134,10 @@ class GpuFramework:
     # speed).
     copy_eff: Annotated[float, Bound("fraction of copy bandwidth", 1e-5, 1.0)] = 1.0
     # GPU convolutions (cuDNN's implicit GEMM, OpenCL image kernels) keep
-    # no im2col buffers between the passes.
+    # no im2col buffers between the passes; the GPU stacks' resident set
+    # is not measured per output (no published RSS).
     rss_per_unfold_byte: Annotated[float, Bound("x", 0.0, 20.0)] = 0.0
+    rss_per_output_byte: Annotated[float, Bound("x", 0.0, 20.0)] = 0.0
 
 
 @dataclass(frozen=True)

@@ -4,17 +4,18 @@ The workload's peak counts training tensors (`Workload.peak_bytes`: what
 the memory planner budgets against `memory.train_budget_mb`). The process
 holds more: its runtime (interpreter, libraries, kernels' code and
 buffers), what its allocator keeps around its tensors, and what a graph
-executor keeps of its kernels' scratch: MNN holds every forward
-convolution's im2col buffer until the backward pass, which is why its
-resident set grows ~17x AlexNet's saved activations per sample but ~2x
-MobileNetV2's (whose 1x1 and depthwise convs need none). The peak
-resident set (RSS) is
+executor keeps for the backward pass: MNN holds every forward
+convolution's im2col buffer and every forward call's output, not only what
+autograd would save, which is why its resident set grows ~17x AlexNet's
+saved activations per sample but ~2x MobileNetV2's (whose 1x1 and
+depthwise convs need no im2col). The peak resident set (RSS) is
 
     rss_mb = runtime_mb + rss_per_tensor_byte x tensor_peak_mb
                         + rss_per_unfold_byte x forward_im2col_mb
+                        + rss_per_output_byte x forward_outputs_mb
 
-per framework (fitted_constants.yaml; MNN's fitted to the Meizu rows'
-`top` RES; 0 for PyTorch, which frees im2col per call). Beyond what the
+per framework (fitted_constants.yaml; MNN's fitted to the rows' `top`
+RES; 0 for PyTorch, which frees both). Beyond what the
 device lets the process keep resident (`memory.available_mb`) the kernel
 reclaims the excess and pages it back every step - the MNN SqueezeNet run
 at batch 32 on the Meizu 16T (4.3 GB resident) took 5.6x its batch-16
@@ -49,11 +50,23 @@ def forward_unfold_bytes(workload: Workload) -> float:
     return float(np.asarray(c.unfold, dtype=float)[mask].sum())
 
 
+def forward_output_bytes(workload: Workload) -> float:
+    """Bytes every forward call of the step writes (0 without a call table)."""
+    c = workload.calls
+    if c is None:
+        return 0.0
+    forward = np.asarray(c.phase) == FORWARD
+    elements = float(np.asarray(c.outputs, dtype=float)[forward].sum())
+    # The model's own element size (4 for fp32 training).
+    return elements * workload.param_bytes / max(1, workload.num_params)
+
+
 def resident_mb(workload: Workload, fw: CpuFramework | GpuFramework) -> float:
     """Peak resident set of the training process, MB."""
     tensors = fw.rss_per_tensor_byte * workload.peak_bytes
     scratch = fw.rss_per_unfold_byte * forward_unfold_bytes(workload)
-    return fw.runtime_mb + (tensors + scratch) / MB
+    outputs = fw.rss_per_output_byte * forward_output_bytes(workload)
+    return fw.runtime_mb + (tensors + scratch + outputs) / MB
 
 
 def excess_mb(profile: DeviceProfile, rss_mb: float) -> float:

@@ -10,7 +10,7 @@ import pytest
 from fedbench.devices.constants import load_constants
 from fedbench.devices.emulator import emulate
 from fedbench.devices.knobs import Knobs
-from fedbench.devices.memory import forward_unfold_bytes, resident_mb
+from fedbench.devices.memory import forward_output_bytes, forward_unfold_bytes, resident_mb
 from fedbench.devices.profile import DeviceProfile, initial_state, load_profile
 from tests.devices.synthetic import synthetic_workload
 
@@ -26,7 +26,8 @@ def test_resident_set_is_runtime_plus_tensors_per_framework() -> None:
     consts = load_constants()
     for name in ("mnn", "pytorch"):
         fw = consts.framework(name)
-        assert forward_unfold_bytes(w) == 0.0  # a hand-built workload has no call table
+        # A hand-built workload has no call table: nothing beyond the tensors.
+        assert forward_unfold_bytes(w) == 0.0 and forward_output_bytes(w) == 0.0
         assert resident_mb(w, fw) == pytest.approx(
             fw.runtime_mb + fw.rss_per_tensor_byte * w.peak_bytes / 2**20
         )
@@ -34,7 +35,7 @@ def test_resident_set_is_runtime_plus_tensors_per_framework() -> None:
     assert e.rss_mb > e.peak_mem_mb and e.swapped_mb == 0.0 and e.time_s["swap"] == 0.0
 
 
-def test_mnn_keeps_its_forward_im2col_buffers_resident_pytorch_does_not() -> None:
+def test_mnn_keeps_its_forward_scratch_and_outputs_resident_pytorch_does_not() -> None:
     from fedbench.measure.workload import measure_workload
     from fedbench.models import build_model
 
@@ -43,12 +44,17 @@ def test_mnn_keeps_its_forward_im2col_buffers_resident_pytorch_does_not() -> Non
     im2col = forward_unfold_bytes(w)
     # conv1 (1x5x5 patches over 24x24) and conv2 (20x5x5 over 8x8), 8 samples, fp32.
     assert im2col == pytest.approx(8 * 4 * (25 * 24 * 24 + 500 * 8 * 8))
+    outputs = forward_output_bytes(w)
+    # At least every conv, pool and linear output of the 8 samples (fp32) is written.
+    written = 20 * 24 * 24 + 20 * 12 * 12 + 50 * 8 * 8 + 50 * 4 * 4 + 400 + 10
+    assert outputs >= 8 * 4 * written
     consts = load_constants()
     mnn, torch_fw = consts.framework("mnn"), consts.framework("pytorch")
-    assert mnn.rss_per_unfold_byte > 0 and torch_fw.rss_per_unfold_byte == 0
+    assert mnn.rss_per_unfold_byte > 0 and mnn.rss_per_output_byte > 0
+    assert torch_fw.rss_per_unfold_byte == 0 and torch_fw.rss_per_output_byte == 0
+    kept = mnn.rss_per_unfold_byte * im2col + mnn.rss_per_output_byte * outputs
     assert resident_mb(w, mnn) == pytest.approx(
-        mnn.runtime_mb
-        + (mnn.rss_per_tensor_byte * w.peak_bytes + mnn.rss_per_unfold_byte * im2col) / 2**20
+        mnn.runtime_mb + (mnn.rss_per_tensor_byte * w.peak_bytes + kept) / 2**20
     )
     assert resident_mb(w, torch_fw) == pytest.approx(
         torch_fw.runtime_mb + torch_fw.rss_per_tensor_byte * w.peak_bytes / 2**20
