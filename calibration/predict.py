@@ -118,7 +118,9 @@ class Predictor:
         for k, i in enumerate(g.rows):
             r, w = self.rows[i], self.loads[i]
             profile = self.profiles[r.device]
-            overhead, loading = serial_seconds(fw, w, float(rigs[k].main_ghz))
+            overhead, loading = serial_seconds(
+                fw, w, float(rigs[k].main_ghz), float(rigs[k].dispatch_scale)
+            )
             step[i] = sums[k] + overhead + loading + swap_seconds(profile, w, fw, shared)
             rss[i] = resident_mb(w, fw)
             if r.forward_s is not None:

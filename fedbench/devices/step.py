@@ -86,12 +86,20 @@ def cpu_rig(profile: DeviceProfile, active: tuple[Active, ...], consts: Constant
     )
 
 
-def serial_seconds(fw: CpuFramework, workload: Workload, main_ghz: float) -> tuple[float, float]:
-    """The step's framework overhead and input loading, serial on the main core."""
+def serial_seconds(
+    fw: CpuFramework, workload: Workload, main_ghz: float, dispatch_scale: float = 1.0
+) -> tuple[float, float]:
+    """The step's framework overhead and input loading, serial on the main core.
+
+    The per-step overhead is host-side framework work like the per-call
+    dispatch (the optimizer loop, autograd's setup), so the profile's
+    `framework.dispatch_scale` - this build's framework cost relative to the
+    fitted one - scales both.
+    """
     hz = main_ghz * GB
     micro = max(1, workload.steps_per_update)
     return (
-        fw.step_overhead_mcycles * 1e6 * micro / hz,
+        fw.step_overhead_mcycles * 1e6 * micro * dispatch_scale / hz,
         workload.input_bytes * fw.input_cycles_per_byte / hz,
     )
 
@@ -124,7 +132,9 @@ def step_cost(
     times["unfold"] = float(calls.unfold.sum())
     times["repack"] = float(calls.repack.sum())
     times["dispatch"] = float(calls.dispatch.sum())
-    times["overhead"], times["input"] = serial_seconds(fw, workload, float(rig.main_ghz))
+    times["overhead"], times["input"] = serial_seconds(
+        fw, workload, float(rig.main_ghz), float(rig.dispatch_scale)
+    )
     times["swap"] = swap_seconds(profile, workload, fw, consts.fitted.shared)
 
     parallel_s = sum(times[c] for c in OP_CLASSES) + times["unfold"] + times["repack"]

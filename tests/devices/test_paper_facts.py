@@ -103,7 +103,8 @@ def test_s8plus_big_cores_lock_to_1_88_ghz_after_about_38_minutes() -> None:
     locked = next(s for s, f, _ in clock if f < 0.9 * top)
     assert 25 * MIN < locked < 55 * MIN
     after = [f for s, f, _ in clock if s > locked]
-    assert all(1.8624 <= f < 0.92 * top for f in after)
+    assert all(1.8624 <= f < 0.98 * top for f in after)  # no whole minute at the top clock
+    assert 1.8624 <= sum(after) / len(after) < 0.92 * top
 
 
 def test_paper003_a_phone_gpu_trains_slower_than_its_cpu() -> None:
