@@ -39,8 +39,9 @@ from typing import Any
 from fedbench.cli.grammar import Grammar, Key
 from fedbench.devices.budget import budget_at
 from fedbench.devices.constants import load_constants
-from fedbench.devices.emulator import Emulation, emulate, framework_of
+from fedbench.devices.emulator import Emulation, emulate, framework_constants, framework_of
 from fedbench.devices.knobs import Knobs
+from fedbench.devices.memory import resident_terms
 from fedbench.devices.profile import DeviceProfile, initial_state, load_profile, profile_names
 from fedbench.devices.schema import closest
 from fedbench.errors import FedbenchError, choices
@@ -257,10 +258,8 @@ def report(profile: DeviceProfile, w: Workload, steps: int, knobs: Knobs) -> dic
             "time_s": dict(e.time_s),
             "energy_j": dict(e.energy_terms_j),
             "memory_mb": dict(e.memory_mb),
-            "resident_mb": {
-                "runtime_and_allocator": e.rss_mb - e.peak_mem_mb,
-                "tensors": e.peak_mem_mb,
-            },
+            # The resident set's terms (fedbench/devices/memory.py); they sum to rss_mb.
+            "resident_mb": resident_terms(w, framework_constants(profile, knobs, load_constants())),
         },
     }
     if steps > 1 and e.status == "ok":

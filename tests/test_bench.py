@@ -28,7 +28,19 @@ def test_one_device_prints_a_traceable_json_object() -> None:
     assert sum(breakdown["time_s"].values()) == pytest.approx(out["latency_s"])
     assert sum(breakdown["energy_j"].values()) == pytest.approx(out["energy_j"])
     assert sum(breakdown["memory_mb"].values()) == pytest.approx(out["peak_mem_mb"])
+    resident = breakdown["resident_mb"]
+    assert sum(resident.values()) == pytest.approx(out["rss_mb"])
+    assert resident["tensors"] == pytest.approx(out["peak_mem_mb"])
+    # The Meizu trains with MNN, whose graph keeps the forward im2col buffers and outputs.
+    assert resident["kept_im2col"] > 0 and resident["kept_outputs"] > 0
     assert out == json.loads(run(["device=meizu_16t", "model=lenet", "batch_size=8"]))
+
+
+def test_resident_set_breakdown_of_a_pytorch_device_keeps_no_scratch() -> None:
+    out = json.loads(run(["device=rpi4", "model=lenet", "batch_size=8"]))
+    resident = out["breakdown"]["resident_mb"]
+    assert resident["kept_im2col"] == 0 and resident["kept_outputs"] == 0
+    assert sum(resident.values()) == pytest.approx(out["rss_mb"])
 
 
 def test_knobs_input_and_steps() -> None:

@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from fedbench.devices.constants import Constants, load_constants
+from fedbench.devices.constants import Constants, CpuFramework, GpuFramework, load_constants
 from fedbench.devices.cpu import place
 from fedbench.devices.knobs import Knobs
 from fedbench.devices.memory import excess_mb, resident_mb
@@ -105,6 +105,14 @@ def memory_terms(w: Workload) -> dict[str, float]:
     return {k: v / MB for k, v in zip(MEMORY_TERMS, values, strict=True)}
 
 
+def framework_constants(
+    profile: DeviceProfile, knobs: Knobs, consts: Constants
+) -> CpuFramework | GpuFramework:
+    """The constants of the software stack this device trains with under these knobs."""
+    framework = framework_of(profile, knobs, consts)
+    return consts.gpu_framework(framework) if knobs.device == "gpu" else consts.framework(framework)
+
+
 def emulate(
     profile: DeviceProfile,
     workloads: Sequence[tuple[Workload, int]],
@@ -121,9 +129,7 @@ def emulate(
     peak_w = max((w for w, _ in workloads), key=lambda w: w.peak_bytes, default=None)
     memory = memory_terms(peak_w) if peak_w is not None else dict.fromkeys(MEMORY_TERMS, 0.0)
     peak = sum(memory.values())
-    fw_consts = (
-        consts.gpu_framework(framework) if knobs.device == "gpu" else consts.framework(framework)
-    )
+    fw_consts = framework_constants(profile, knobs, consts)
     rss = resident_mb(peak_w, fw_consts) if peak_w is not None else 0.0
     swapped = excess_mb(profile, rss)
     if peak > budget:

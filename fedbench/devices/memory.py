@@ -61,12 +61,21 @@ def forward_output_bytes(workload: Workload) -> float:
     return elements * workload.param_bytes / max(1, workload.num_params)
 
 
+def resident_terms(workload: Workload, fw: CpuFramework | GpuFramework) -> dict[str, float]:
+    """The peak resident set's terms, MB (the bench's breakdown; they sum to `resident_mb`)."""
+    tensors = workload.peak_bytes / MB
+    return {
+        "runtime": fw.runtime_mb,
+        "tensors": tensors,
+        "allocator": (fw.rss_per_tensor_byte - 1.0) * tensors,
+        "kept_im2col": fw.rss_per_unfold_byte * forward_unfold_bytes(workload) / MB,
+        "kept_outputs": fw.rss_per_output_byte * forward_output_bytes(workload) / MB,
+    }
+
+
 def resident_mb(workload: Workload, fw: CpuFramework | GpuFramework) -> float:
     """Peak resident set of the training process, MB."""
-    tensors = fw.rss_per_tensor_byte * workload.peak_bytes
-    scratch = fw.rss_per_unfold_byte * forward_unfold_bytes(workload)
-    outputs = fw.rss_per_output_byte * forward_output_bytes(workload)
-    return fw.runtime_mb + (tensors + scratch + outputs) / MB
+    return sum(resident_terms(workload, fw).values())
 
 
 def excess_mb(profile: DeviceProfile, rss_mb: float) -> float:
