@@ -62,6 +62,7 @@ def _cpu_params(fw: str) -> list[Param]:
             Param(f"{at}.rss_per_tensor_byte", 2.5, 1.0, 20.0, 1.0, "Meizu RES vs tensors"),
             Param(f"{at}.rss_per_unfold_byte", 1.0, 1e-3, 20.0, 1.0, "Meizu RES vs im2col"),
             Param(f"{at}.rss_per_output_byte", 0.5, 1e-3, 20.0, 1.0, "Meizu RES vs outputs"),
+            Param(f"{at}.fault_cycles_per_kb", 400.0, 1.0, 1e5, 1.5, f"{rows}: batch sweeps"),
         ]
     return out
 
@@ -100,6 +101,10 @@ FIXED: dict[str, tuple[float, str]] = {
     "cpu.pytorch.rss_per_unfold_byte": (
         0.0,
         "PyTorch's CPU convolution frees its im2col buffer when the call returns",
+    ),
+    "cpu.pytorch.fault_cycles_per_kb": (
+        0.0,
+        "not identified: the PyTorch rows have no batch sweep to separate it from the kernels",
     ),
     "cpu.pytorch.rss_per_output_byte": (
         0.0,

@@ -31,7 +31,7 @@ from fedbench.devices.kernels import (
     cpu_call_seconds,
     gpu_call_seconds,
 )
-from fedbench.devices.memory import resident_mb, swap_seconds
+from fedbench.devices.memory import fault_seconds, resident_mb, swap_seconds
 from fedbench.devices.profile import DeviceProfile, load_profile
 from fedbench.devices.step import cpu_rig, gpu_rig, serial_seconds
 from fedbench.measure.workload import Workload
@@ -121,7 +121,8 @@ class Predictor:
             overhead, loading = serial_seconds(
                 fw, w, float(rigs[k].main_ghz), float(rigs[k].dispatch_scale)
             )
-            step[i] = sums[k] + overhead + loading + swap_seconds(profile, w, fw, shared)
+            fault = fault_seconds(w, fw, float(rigs[k].main_ghz))
+            step[i] = sums[k] + overhead + loading + swap_seconds(profile, w, fw, shared) + fault
             rss[i] = resident_mb(w, fw)
             if r.forward_s is not None:
                 forward[i] = fsums[k]

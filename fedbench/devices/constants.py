@@ -107,6 +107,11 @@ class CpuFramework:
     rss_per_tensor_byte: Annotated[float, Bound("x", 1.0, 20.0)]
     rss_per_unfold_byte: Annotated[float, Bound("x", 0.0, 20.0)]
     rss_per_output_byte: Annotated[float, Bound("x", 0.0, 20.0)]
+    # Cycles of the main core per KB of memory a step allocates afresh (the
+    # resident set beyond the runtime): a graph executor that builds a new
+    # graph every step, as MNN's does, faults in and zeroes those pages
+    # every step, so its time per sample grows with the batch.
+    fault_cycles_per_kb: Annotated[float, Bound("cycles per KB", 0.0, 1e5)]
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,12 @@ def resident_mb(workload: Workload, fw: CpuFramework | GpuFramework) -> float:
     return sum(resident_terms(workload, fw).values())
 
 
+def fault_seconds(workload: Workload, fw: CpuFramework, main_ghz: float) -> float:
+    """Faulting in the memory the step allocates afresh (all but the runtime), on the main core."""
+    fresh_kb = (resident_mb(workload, fw) - fw.runtime_mb) * 1024.0
+    return fresh_kb * fw.fault_cycles_per_kb / (main_ghz * 1e9)
+
+
 def excess_mb(profile: DeviceProfile, rss_mb: float) -> float:
     """Resident set the device cannot keep resident, MB."""
     return max(0.0, rss_mb - profile.memory.resident_mb)

@@ -34,7 +34,7 @@ from fedbench.devices.kernels import (
     cpu_call_seconds,
     gpu_call_seconds,
 )
-from fedbench.devices.memory import swap_seconds
+from fedbench.devices.memory import fault_seconds, swap_seconds
 from fedbench.devices.profile import DeviceProfile
 from fedbench.measure.workload import OP_CLASSES, Workload
 
@@ -51,6 +51,7 @@ TIME_TERMS: tuple[str, ...] = (
     "input",  # loading the batch
     "transfer",  # GPU: host<->device copies
     "swap",  # paging the resident set's excess out and in
+    "fault",  # faulting in the memory a step allocates afresh
 )
 ENERGY_TERMS: tuple[str, ...] = ("idle", "cpu", "gpu", "memory")
 
@@ -136,9 +137,11 @@ def step_cost(
         fw, workload, float(rig.main_ghz), float(rig.dispatch_scale)
     )
     times["swap"] = swap_seconds(profile, workload, fw, consts.fitted.shared)
+    times["fault"] = fault_seconds(workload, fw, float(rig.main_ghz))
 
     parallel_s = sum(times[c] for c in OP_CLASSES) + times["unfold"] + times["repack"]
-    serial_s = sum(times[k] for k in ("optimizer", "dispatch", "overhead", "input", "swap"))
+    serial = ("optimizer", "dispatch", "overhead", "input", "swap", "fault")
+    serial_s = sum(times[k] for k in serial)
     share = profile.os.background_share if background else 1.0
     seconds = (parallel_s + serial_s) / share
     fits = consts.fitted.shared.cache_share * rig.cache_bytes
