@@ -100,9 +100,12 @@ class CpuFramework:
     input_cycles_per_byte: Annotated[float, Bound("cycles per input byte", 0.0, 1e4)]
     # Resident set beyond the training tensors: the runtime itself, how
     # much its allocator and kernels hold per tensor byte, and what a graph
-    # executor such as MNN's keeps for the backward pass beyond what
-    # autograd would save: per byte of the forward convolutions' im2col
-    # buffers and of every forward call's output (PyTorch frees both).
+    # executor such as MNN's keeps beyond what autograd would save: per
+    # byte of the k x k convolutions' im2col (MNN's geometry pass turns each
+    # weight gradient into a full im2col of the input plus a matmul, its
+    # source/geometry/GeometryConv2DBackPropFilter.cpp, and the buffers stay
+    # allocated with the graph) and per byte of every forward call's output
+    # (PyTorch frees both).
     runtime_mb: Annotated[float, Bound("MB", 0.0, 1e4)]
     rss_per_tensor_byte: Annotated[float, Bound("x", 1.0, 20.0)]
     rss_per_unfold_byte: Annotated[float, Bound("x", 0.0, 20.0)]

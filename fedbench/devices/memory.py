@@ -4,11 +4,13 @@ The workload's peak counts training tensors (`Workload.peak_bytes`: what
 the memory planner budgets against `memory.train_budget_mb`). The process
 holds more: its runtime (interpreter, libraries, kernels' code and
 buffers), what its allocator keeps around its tensors, and what a graph
-executor keeps for the backward pass: MNN holds every forward
-convolution's im2col buffer and every forward call's output, not only what
-autograd would save, which is why its resident set grows ~17x AlexNet's
-saved activations per sample but ~2x MobileNetV2's (whose 1x1 and
-depthwise convs need no im2col). The peak resident set (RSS) is
+executor keeps for the backward pass: MNN computes each k x k conv's
+weight gradient on a full im2col of its input (an extra tensor of its
+geometry pass that stays allocated with the graph) and holds every forward
+call's output, not only what autograd would save, which is why its
+resident set grows ~17x AlexNet's saved activations per sample but ~2x
+MobileNetV2's (whose 1x1 and depthwise convs need no im2col). The peak
+resident set (RSS) is
 
     rss_mb = runtime_mb + rss_per_tensor_byte x tensor_peak_mb
                         + rss_per_unfold_byte x forward_im2col_mb
