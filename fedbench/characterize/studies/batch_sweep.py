@@ -155,7 +155,7 @@ def plot_sweep(rows: list[Row], path: Path) -> Path:
         ("throughput_samples_s", "throughput (samples/s)"),
         ("step_latency_s", "step latency (s)"),
         ("energy_per_sample_j", "energy per sample (J)"),
-        ("peak_mem_mb", "peak memory (MB)"),
+        ("peak_mem_mb", "peak training tensors (MB)"),
     )
     for ax, (key, label) in zip(axes.flat, panels, strict=True):
         drawn = False
@@ -173,7 +173,14 @@ def plot_sweep(rows: list[Row], path: Path) -> Path:
             ax.text(0.5, 0.5, "not measurable on this device", ha="center", transform=ax.transAxes)
         ax.grid(alpha=0.3, which="both")
     legend(axes.flat[0])
-    fig.suptitle(f"batch sweep on {rows[0]['device']} ({rows[0]['kind']})")
+    title = f"batch sweep on {rows[0]['device']} ({rows[0]['kind']})"
+    failed = {
+        model: [r["batch_size"] for r in mrows if r["status"] != "ok"]
+        for model, mrows in _by_model(rows).items()
+    }
+    # Why a curve stops: a run over the budget or the resident set is `oom`.
+    notes = [f"{m} at {', '.join(map(str, b))}" for m, b in failed.items() if b]
+    fig.suptitle(title + (f"\nnot run (oom or failed): {'; '.join(notes)}" if notes else ""))
     return save(fig, path)
 
 

@@ -140,8 +140,10 @@ def plot(rows: list[Row], path: Path) -> Path:
         ax.set_xlabel(f"share of step time by {field.replace('_', ' ')} (%)")
         ax.set_xlim(0, 100)
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4)
-    fig.suptitle(
+    title = (
         f"training-step breakdown on {rows[0]['device']} ({rows[0]['kind']}), "
-        f"batch {rows[0]['batch_size']}" + (f"; not run: {', '.join(skipped)}" if skipped else "")
+        f"batch {rows[0]['batch_size']}"
     )
+    # The models that did not run go on a line of their own: one long line is cut off.
+    fig.suptitle(title + (f"\nnot run: {', '.join(skipped)}" if skipped else ""))
     return save(fig, path)
