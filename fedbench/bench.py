@@ -180,6 +180,7 @@ def _plan(
         input_dtype=spec.dtype,
         input_high=spec.high,
         time_fn=EmulatedMeter(profile, knobs).step_seconds,
+        holds_fn=EmulatedMeter(profile, knobs).holds,
     ).plan
 
 

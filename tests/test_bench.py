@@ -36,6 +36,17 @@ def test_one_device_prints_a_traceable_json_object() -> None:
     assert out == json.loads(run(["device=meizu_16t", "model=lenet", "batch_size=8"]))
 
 
+def test_plan_auto_keeps_an_mnn_phones_resident_set_in_ram() -> None:
+    # DenseNet40's full batch of 16 fits the Pixel 2's tensor budget, but MNN's
+    # graph (im2col per weight gradient, every forward output) does not fit its RAM.
+    full = json.loads(run(["device=pixel2", "model=densenet40", "batch_size=16"]))
+    assert full["peak_mem_mb"] <= full["mem_budget_mb"]
+    assert full["rss_mb"] > full["resident_limit_mb"]
+    auto = json.loads(run(["device=pixel2", "model=densenet40", "batch_size=16", "plan=auto"]))
+    assert auto["status"] == "ok" and auto["plan"] != full["plan"]
+    assert auto["rss_mb"] <= auto["resident_limit_mb"] and auto["swapped_mb"] == 0
+
+
 def test_resident_set_breakdown_of_a_pytorch_device_keeps_no_scratch() -> None:
     out = json.loads(run(["device=rpi4", "model=lenet", "batch_size=8"]))
     resident = out["breakdown"]["resident_mb"]

@@ -23,8 +23,9 @@ from torch import nn
 from fedbench.devices.budget import RoundClock, Run, budget_at, step_runs, with_budget
 from fedbench.devices.constants import load_constants
 from fedbench.devices.cpu import place
-from fedbench.devices.emulator import Emulation, emulate, framework_of
+from fedbench.devices.emulator import Emulation, emulate, framework_constants, framework_of
 from fedbench.devices.knobs import Knobs
+from fedbench.devices.memory import excess_mb, resident_mb
 from fedbench.devices.meter import Cost, DeviceState, Meter, TrainJob, Watch, WatchJob
 from fedbench.devices.network import comm_time_s
 from fedbench.devices.profile import DeviceProfile, initial_state
@@ -71,6 +72,18 @@ class EmulatedMeter(Meter):
 
     def time_fn(self) -> Callable[[Workload], float]:
         return self.step_seconds
+
+    def holds_fn(self) -> Callable[[Workload], bool]:
+        return self.holds
+
+    def holds(self, workload: Workload) -> bool:
+        """Whether the step's resident set stays in the profile's RAM (no paging every step).
+
+        The planner prefers such a plan; when none is, it falls back to the
+        least-memory plan, which the emulator then runs with swapping, or `oom`.
+        """
+        fw = framework_constants(self.profile, self.knobs, load_constants())
+        return excess_mb(self.profile, resident_mb(workload, fw)) <= 0.0
 
     def step_seconds(self, workload: Workload) -> float:
         """One unthrottled optimizer step of `workload` here: a memory planner's time_fn."""

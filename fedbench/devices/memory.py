@@ -43,24 +43,30 @@ MB = float(1 << 20)
 
 
 def forward_unfold_bytes(workload: Workload) -> float:
-    """im2col bytes of the step's forward GEMM-shaped convolutions (0 without a call table)."""
+    """im2col bytes of one micro-batch's forward GEMM-shaped convolutions (0 without calls).
+
+    One micro-batch's: the graph of a micro-batch is what is alive at once
+    (the call table holds every micro-batch of the step).
+    """
     c = workload.calls
     if c is None:
         return 0.0
     kind, phase = np.asarray(c.kind), np.asarray(c.phase)
     mask = np.isin(kind, GEMM_KINDS) & (phase == FORWARD)
-    return float(np.asarray(c.unfold, dtype=float)[mask].sum())
+    total = float(np.asarray(c.unfold, dtype=float)[mask].sum())
+    return total / max(1, workload.steps_per_update)
 
 
 def forward_output_bytes(workload: Workload) -> float:
-    """Bytes every forward call of the step writes (0 without a call table)."""
+    """Bytes one micro-batch's forward calls write (0 without a call table)."""
     c = workload.calls
     if c is None:
         return 0.0
     forward = np.asarray(c.phase) == FORWARD
     elements = float(np.asarray(c.outputs, dtype=float)[forward].sum())
     # The model's own element size (4 for fp32 training).
-    return elements * workload.param_bytes / max(1, workload.num_params)
+    per_step = elements * workload.param_bytes / max(1, workload.num_params)
+    return per_step / max(1, workload.steps_per_update)
 
 
 def resident_terms(workload: Workload, fw: CpuFramework | GpuFramework) -> dict[str, float]:

@@ -146,6 +146,10 @@ class Meter(ABC):
         """A workload's optimizer-step time on this device (the planner ranks plans by it)."""
         return None
 
+    def holds_fn(self) -> Callable[[Workload], bool] | None:
+        """Whether this device keeps a workload's resident set in RAM (None: not known)."""
+        return None
+
     @abstractmethod
     def measure(
         self, model: torch.nn.Module, job: TrainJob, train: Callable[[], float]

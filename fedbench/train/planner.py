@@ -5,7 +5,9 @@ and micro-batching and adapting the mix to the memory available at run
 time. Here every candidate plan (micro-batch count m dividing the batch x
 checkpoint segment count s of the model's sequential trunk) is judged by
 its *measured* workload (fedbench.measure.workload, cached): its peak (the
-emulator's memory terms) against the budget, and its time per optimizer
+emulator's memory terms) against the budget - and, given `holds_fn`,
+whether the device keeps the process's whole resident set in RAM (an
+emulated MNN phone holds far more than the tensors) - and its time per optimizer
 step from `time_fn` (the emulated device's latency, recompute included)
 or, without a device, a roofline proxy over the measured FLOPs and bytes.
 
@@ -38,6 +40,7 @@ from fedbench.train.plans import FULL, Plan
 
 MB = float(1 << 20)
 TimeFn = Callable[[Workload], float]
+HoldsFn = Callable[[Workload], bool]  # whether the device keeps the step's resident set in RAM
 
 # The proxy's nominal device: a mid-range phone CPU (relative cost only).
 _PROXY_GFLOPS = 20.0
@@ -115,11 +118,12 @@ class _Search:
         input_dtype: torch.dtype,
         input_high: int | None,
         time_fn: TimeFn | None,
+        holds_fn: HoldsFn | None = None,
     ) -> None:
         self.model, self.shape, self.bs, self.budget = model, input_shape, batch_size, budget_mb
         self.model_name, self.optimizer = model_name, optimizer
         self.input_dtype, self.input_high = input_dtype, input_high
-        self.time_fn = time_fn
+        self.time_fn, self.holds_fn = time_fn, holds_fn
         self.tried: dict[Plan, PlanEstimate] = {}
 
     def workload(self, plan: Plan) -> Workload:
@@ -140,7 +144,7 @@ class _Search:
         if plan not in self.tried:
             w = self.workload(plan)
             peak = w.peak_bytes / MB
-            fits = peak <= self.budget
+            fits = peak <= self.budget and (self.holds_fn is None or self.holds_fn(w))
             seconds = (self.time_fn or proxy_time_s)(w) if fits else math.nan
             self.tried[plan] = PlanEstimate(plan, peak, seconds, fits)
         return self.tried[plan]
@@ -214,6 +218,14 @@ class _Search:
         least = self.estimate(Plan(self.bs, best_s))
         how = f"with {best_s} checkpoint segments " if best_s else ""
         no_ckpt = "" if len(segments) > 1 else " (the model has no sequential trunk to checkpoint)"
+        if least.peak_mb <= self.budget:
+            return self.choice(
+                self.smallest(),
+                False,
+                f"even 1-sample micro-batches {how}need a resident set beyond the "
+                f"device's RAM, although their tensors fit "
+                f"({fmt_mb(least.peak_mb)} <= {fmt_mb(self.budget)})",
+            )
         return self.choice(
             self.smallest(),
             False,
@@ -222,7 +234,7 @@ class _Search:
         )
 
     def _smallest_m(self, s: int, allowed: list[int], floor_mb: float, one_mb: float) -> int | None:
-        if one_mb <= self.budget:
+        if self.estimate(Plan(1, s)).fits:
             return 1
         possible = [m for m in allowed if floor_mb + (one_mb - floor_mb) / m <= self.budget]
         for m in possible:
@@ -272,13 +284,16 @@ def choose_plan(
     input_dtype: torch.dtype = torch.float32,
     input_high: int | None = None,
     time_fn: TimeFn | None = None,
+    holds_fn: HoldsFn | None = None,
 ) -> PlanChoice:
     """The fastest plan for one optimizer step of `batch_size` within `budget_mb`.
 
     `candidates` restricts the search to those plans (all measured, fastest
     fitting wins); by default the grid of the module docstring. `time_fn`
     gives a measured workload's step time on the device (e.g. the emulator's
-    latency for its profile); without it, `proxy_time_s`.
+    latency for its profile); without it, `proxy_time_s`. `holds_fn` says
+    whether the device keeps a workload's resident set in RAM; a plan it
+    refuses does not fit whatever its tensors.
     """
     search = _Search(
         model,
@@ -290,5 +305,6 @@ def choose_plan(
         input_dtype,
         input_high,
         time_fn,
+        holds_fn,
     )
     return search.grid() if candidates is None else search.listed(candidates)

@@ -58,7 +58,7 @@ def plan_round(model: nn.Module, job: TrainJob, meter: Meter, mode: str) -> Roun
     if mode == "off" or budget is None or not job.batch_sizes:
         return RoundPlan(job, None, None)
     batch = max(job.batch_sizes)
-    time_fn = meter.time_fn()
+    time_fn, holds_fn = meter.time_fn(), meter.holds_fn()
     choose = memoised(
         lambda mb: choose_plan(
             model,
@@ -68,6 +68,7 @@ def plan_round(model: nn.Module, job: TrainJob, meter: Meter, mode: str) -> Roun
             model_name=job.model_name,
             optimizer=meter.optimizer,
             time_fn=time_fn,
+            holds_fn=holds_fn,
         )
     )
     choice = choose(budget)

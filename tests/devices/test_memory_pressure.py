@@ -44,7 +44,13 @@ def test_mnn_keeps_its_forward_scratch_and_outputs_resident_pytorch_does_not() -
     im2col = forward_unfold_bytes(w)
     # conv1 (1x5x5 patches over 24x24) and conv2 (20x5x5 over 8x8), 8 samples, fp32.
     assert im2col == pytest.approx(8 * 4 * (25 * 24 * 24 + 500 * 8 * 8))
+    # Micro-batches: one micro-batch's graph is alive at a time.
+    halves = measure_workload(
+        model, (1, 28, 28), 8, model_name="lenet_mnn", plan="2x4", microbatches=2
+    )
+    assert forward_unfold_bytes(halves) == pytest.approx(im2col / 2)
     outputs = forward_output_bytes(w)
+    assert forward_output_bytes(halves) == pytest.approx(outputs / 2, rel=0.01)
     # At least every conv, pool and linear output of the 8 samples (fp32) is written.
     written = 20 * 24 * 24 + 20 * 12 * 12 + 50 * 8 * 8 + 50 * 4 * 4 + 400 + 10
     assert outputs >= 8 * 4 * written

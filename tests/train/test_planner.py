@@ -72,6 +72,22 @@ def test_time_fn_decides_between_fitting_plans(net: nn.Module) -> None:
     assert choice.predicted_peak_mb <= budget and choice.predicted_time_s == 1.0
 
 
+def test_holds_fn_rules_out_plans_whose_resident_set_the_device_cannot_keep(
+    net: nn.Module,
+) -> None:
+    # A device (an MNN phone) whose RAM holds a graph of at most 8 samples:
+    # the full batch's tensors fit the budget, its resident set does not.
+    def holds(w: Workload) -> bool:
+        return BS // w.steps_per_update <= 8
+
+    choice = _choose(net, 1000.0, holds_fn=holds)
+    assert choice.feasible and choice.plan.microbatches == 4
+    assert not next(e for e in choice.tried if e.plan == FULL).fits
+    nothing = _choose(net, 1000.0, holds_fn=lambda w: False)
+    assert not nothing.feasible
+    assert "resident set beyond the device's RAM, although their tensors fit" in nothing.reason
+
+
 def test_tight_budget_combines_both(net: nn.Module) -> None:
     budget = 0.45
     choice = _choose(net, budget)
