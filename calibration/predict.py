@@ -121,9 +121,9 @@ class Predictor:
             overhead, loading = serial_seconds(
                 fw, w, float(rigs[k].main_ghz), float(rigs[k].dispatch_scale)
             )
-            fault = fault_seconds(w, fw, float(rigs[k].main_ghz))
-            step[i] = sums[k] + overhead + loading + swap_seconds(profile, w, fw, shared) + fault
             rss[i] = resident_mb(w, fw)
+            fault = fault_seconds(rss[i], fw, float(rigs[k].main_ghz))
+            step[i] = sums[k] + overhead + loading + swap_seconds(profile, rss[i], shared) + fault
             if r.forward_s is not None:
                 forward[i] = fsums[k]
 
@@ -140,5 +140,5 @@ class Predictor:
             table = g.table.select(g.row_of_call == k)
             calls = gpu_call_seconds(table, rig, fw)
             loading = w.input_bytes / 1e9 / gpu.copy_gbs
-            step[i] = float(calls.total.sum()) + loading + swap_seconds(profile, w, fw, shared)
             rss[i] = resident_mb(w, fw)
+            step[i] = float(calls.total.sum()) + loading + swap_seconds(profile, rss[i], shared)

@@ -169,7 +169,7 @@ def _plan(
     from fedbench.devices.emulated_meter import EmulatedMeter
     from fedbench.train.planner import choose_plan
 
-    knobs = knobs_of(args)
+    meter = EmulatedMeter(profile, knobs_of(args))
     return choose_plan(
         model,
         input_shape,
@@ -179,8 +179,8 @@ def _plan(
         optimizer=args.get("optimizer", "sgd_momentum"),
         input_dtype=spec.dtype,
         input_high=spec.high,
-        time_fn=EmulatedMeter(profile, knobs).step_seconds,
-        holds_fn=EmulatedMeter(profile, knobs).holds,
+        time_fn=meter.step_seconds,
+        holds_fn=meter.holds,
     ).plan
 
 

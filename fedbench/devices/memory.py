@@ -86,9 +86,9 @@ def resident_mb(workload: Workload, fw: CpuFramework | GpuFramework) -> float:
     return sum(resident_terms(workload, fw).values())
 
 
-def fault_seconds(workload: Workload, fw: CpuFramework, main_ghz: float) -> float:
-    """Faulting in the memory the step allocates afresh (all but the runtime), on the main core."""
-    fresh_kb = (resident_mb(workload, fw) - fw.runtime_mb) * 1024.0
+def fault_seconds(rss_mb: float, fw: CpuFramework, main_ghz: float) -> float:
+    """Faulting in what a step of resident set `rss_mb` allocates afresh (all but the runtime)."""
+    fresh_kb = (rss_mb - fw.runtime_mb) * 1024.0
     return fresh_kb * fw.fault_cycles_per_kb / (main_ghz * 1e9)
 
 
@@ -102,11 +102,9 @@ def fits(profile: DeviceProfile, rss_mb: float) -> bool:
     return excess_mb(profile, rss_mb) <= profile.memory.swap_mb
 
 
-def swap_seconds(
-    profile: DeviceProfile, workload: Workload, fw: CpuFramework | GpuFramework, shared: Shared
-) -> float:
-    """Paging per step: the excess out and back in."""
-    excess = excess_mb(profile, resident_mb(workload, fw))
+def swap_seconds(profile: DeviceProfile, rss_mb: float, shared: Shared) -> float:
+    """Paging per step of resident set `rss_mb`: the excess out and back in."""
+    excess = excess_mb(profile, rss_mb)
     if excess <= 0.0:
         return 0.0
     rate = profile.memory.swap_gbs * shared.swap_efficiency * 1e9

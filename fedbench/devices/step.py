@@ -34,7 +34,7 @@ from fedbench.devices.kernels import (
     cpu_call_seconds,
     gpu_call_seconds,
 )
-from fedbench.devices.memory import fault_seconds, swap_seconds
+from fedbench.devices.memory import fault_seconds, resident_mb, swap_seconds
 from fedbench.devices.profile import DeviceProfile
 from fedbench.measure.workload import OP_CLASSES, Workload
 
@@ -136,8 +136,9 @@ def step_cost(
     times["overhead"], times["input"] = serial_seconds(
         fw, workload, float(rig.main_ghz), float(rig.dispatch_scale)
     )
-    times["swap"] = swap_seconds(profile, workload, fw, consts.fitted.shared)
-    times["fault"] = fault_seconds(workload, fw, float(rig.main_ghz))
+    rss = resident_mb(workload, fw)
+    times["swap"] = swap_seconds(profile, rss, consts.fitted.shared)
+    times["fault"] = fault_seconds(rss, fw, float(rig.main_ghz))
 
     parallel_s = sum(times[c] for c in OP_CLASSES) + times["unfold"] + times["repack"]
     serial = ("optimizer", "dispatch", "overhead", "input", "swap", "fault")
@@ -204,7 +205,7 @@ def _gpu_step(
     times["dispatch"] = float(host_bound.sum())
     times["transfer"] = float(calls.transfer.sum())
     times["input"] = workload.input_bytes / GB / gpu.copy_gbs
-    times["swap"] = swap_seconds(profile, workload, fw, consts.fitted.shared)
+    times["swap"] = swap_seconds(profile, resident_mb(workload, fw), consts.fitted.shared)
     share = profile.os.background_share if background else 1.0
     busy_gpu = float(calls.device.sum())
     host_s = float(calls.dispatch.sum()) + times["transfer"] + times["input"] + times["swap"]
