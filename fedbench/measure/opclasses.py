@@ -27,6 +27,10 @@ Costs:
   touched is the largest numel among the op's tensor inputs and outputs (so
   a reduction is charged for its input, a broadcast add for its output) and
   the factor is 1 unless _FLOPS_PER_ELEMENT says otherwise.
+- A windowed pooling call (and an average pool's backward) is charged one
+  FLOP per window tap of every output: a 7x7 stride-1 average pool reads
+  49 inputs per output, not one (_WINDOWED). A max pool's backward only
+  scatters each gradient to its argmax, so it keeps the elements rule.
 - Movement ops do no arithmetic (0 FLOPs).
 - Bytes are a roofline proxy: bytes of every tensor read (inputs) plus every
   tensor written (outputs and arguments the schema marks as mutated, once
@@ -36,6 +40,7 @@ Costs:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -117,6 +122,17 @@ _FLOPS_PER_ELEMENT: dict[str, float] = {
     "hardswish_backward": 4.0,
 }
 
+# Windowed pools: op name -> (index of kernel_size, index of the tensor
+# whose elements are the windows: the output, or the backward's grad_output).
+_WINDOWED: dict[str, tuple[int, int | None]] = {
+    "avg_pool2d": (1, None),
+    "avg_pool3d": (1, None),
+    "max_pool2d_with_indices": (1, None),
+    "max_pool3d_with_indices": (1, None),
+    "avg_pool2d_backward": (2, 0),
+    "avg_pool3d_backward": (2, 0),
+}
+
 _CONV_OPS: dict[str, tuple[int, int]] = {
     # op name -> (index of the conv input tensor, index of `groups`)
     "convolution": (0, 8),
@@ -137,6 +153,10 @@ KINDS: tuple[str, ...] = (
     "depthwise",
     "elementwise",
     "movement",
+    # Elementwise-class kernels that do more per element than stream it, so
+    # the emulator charges them cycles per element written on top:
+    "pool",  # max/average pools and their backward (window bounds, argmax, divisors)
+    "norm",  # batch/layer/group norm and their backward (per-channel statistics passes)
 )
 
 
@@ -222,6 +242,18 @@ def _conv_backward_flops(args: tuple[Any, ...]) -> float:
     transposed, mask = bool(args[7]), args[10]
     forward = conv_flop_count(list(x.shape), list(w.shape), list(grad_out.shape), transposed)
     return float(forward * (int(mask[0]) + int(mask[1])))
+
+
+def _window_flops(name: str, args: tuple[Any, ...], out: Any) -> float:
+    """One FLOP per window tap of every output of a windowed pool (_WINDOWED)."""
+    kernel_index, windows_index = _WINDOWED[name]
+    x = args[0]
+    kernel = [int(k) for k in args[kernel_index]]
+    spatial = x.dim() - 2 if x.dim() > 2 else 1  # (N, C, *spatial) or (C, *spatial)
+    if len(kernel) == 1:  # one size for every spatial dimension
+        kernel = kernel * spatial
+    windows = _tensors(out)[0] if windows_index is None else args[windows_index]
+    return float(math.prod(kernel) * windows.numel())
 
 
 def _cpu_attention_flops(func: torch._ops.OpOverload, args: tuple[Any, ...]) -> float:
@@ -370,6 +402,11 @@ def call_parts(
 
 def kind_of(func: torch._ops.OpOverload, args: tuple[Any, ...], op_class: str) -> str:
     """The call's shape kind (KINDS) within its class."""
+    name = func._overloadpacket.__name__
+    if op_class == "elementwise" and "pool" in name:
+        return "pool"
+    if op_class == "elementwise" and name.startswith(("native_", "_native_")) and "_norm" in name:
+        return "norm"
     if op_class != "dense":
         return op_class
     if func._overloadpacket.__name__ in _CONV_OPS:
@@ -396,6 +433,8 @@ def charge(
         flops = float(formula(*args, **kwargs, out_val=out))
     elif op_class == "movement":
         flops = 0.0
+    elif func._overloadpacket.__name__ in _WINDOWED:
+        flops = _window_flops(func._overloadpacket.__name__, args, out)
     else:
         touched = _elements_touched(func, reads, writes)
         flops = _FLOPS_PER_ELEMENT.get(func._overloadpacket.__name__, 1.0) * touched

@@ -116,3 +116,25 @@ def test_cpu_attention_counts_two_matmuls() -> None:
     linears = 2 * B * 64 * 64 + 2 * B * 64 * 3
     scores_and_values = 2 * (2 * B * 2 * 8 * 8 * 4)  # q k^T and p v per head
     assert w.forward["dense"].flops == linears + scores_and_values
+
+
+def test_windowed_pools_charge_every_tap() -> None:
+    # A 7x7 stride-1 average pool reads 49 inputs per output (forward and
+    # backward); a 3x3 stride-2 max pool 9 per output forward, while its
+    # backward only routes each gradient to its argmax (elements rule).
+    model = nn.Sequential(
+        nn.Conv2d(2, 4, 1),
+        nn.AvgPool2d(7, 1, 3, count_include_pad=False),
+        nn.MaxPool2d(3, 2, 1),
+        nn.Flatten(),
+        nn.Linear(4 * 4 * 4, 3),
+    )
+    w = _measure(model, (2, 8, 8))
+    avg, maxpool = B * 4 * 8 * 8, B * 4 * 4 * 4  # outputs of each pool
+    log_softmax, nll = 5 * B * 3, B * 3
+    assert w.forward["elementwise"].flops == 49 * avg + 9 * maxpool + log_softmax + nll
+    max_backward = B * 4 * 8 * 8  # the input-sized gradient it writes
+    softmax_backward, nll_backward, bias_grad = 3 * B * 3, B * 3, B * 3
+    assert w.backward["elementwise"].flops == (
+        49 * avg + max_backward + softmax_backward + nll_backward + bias_grad
+    )
