@@ -86,9 +86,11 @@ def host_lomo(path: Path) -> list[str]:
     head = rows[0]
     lines = [
         f"`python benchmarks/profile_device.py` ({head.get('date', '')}, {head.get('host', '')}):",
-        "profile_device's fit (clock scale, bandwidth, arch, framework, per-call overhead) on",
-        "every benched zoo model but one, predicting the one left out, for each model in turn,",
-        "from the host's measured step times (one thread, CPU time).",
+        "profile_device's fit (this host's kernels as ratios to PyTorch's fitted constants:",
+        "GEMM, depthwise, elementwise, cache, pool, norm, im2col; per-call cost; bandwidth) on",
+        "the kernel probes (fedbench/profiling/probes.py: synthetic one-kernel networks, never",
+        "held out) and every benched zoo model but one, predicting the one left out, for each",
+        "model in turn, from the host's measured step times (one thread, CPU time).",
         "",
         f"**Host leave-one-model-out MAPE: {mape(errors):.1f}%** over {len(rows)} cases.",
         "",

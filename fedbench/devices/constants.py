@@ -86,6 +86,11 @@ class CpuFramework:
     # Forward k x k stride-1 convolutions run this much faster than their
     # nominal FLOPs (Winograd: MNN's ConvolutionWinograd, NNPACK).
     winograd_speedup: Annotated[float, Bound("x", 1.0, 10.0)]
+    # Cycles per element written, on top of the elementwise roofline, of
+    # pools (max/average and their backward) and of normalisations
+    # (batch/layer/group norm and their backward).
+    pool_cycles_per_output: Annotated[float, Bound("cycles per element written", 0.0, 1e4)]
+    norm_cycles_per_output: Annotated[float, Bound("cycles per element written", 0.0, 1e4)]
     # GEMM width at which register tiles are half used: a call whose
     # narrowest dimension is n runs at n / (n + narrow_half) of gemm_eff.
     narrow_half: Annotated[float, Bound("elements", 0.0, 1e4)]

@@ -7,7 +7,7 @@ streaming its weights, a weight gradient with a small output does not
 split across cores, an activation that outgrows the cache streams from
 DRAM. For call i on a CPU:
 
-    compute_i = flops_i / (n_eff_i x core_peak x eff_i)
+    compute_i = (flops_i / (core_peak x eff_i) + outputs_i x cycles_i / clock) / n_eff_i
     cache_i   = bytes_i / (n_eff_i x clock x cache_bytes_per_cycle)
     dram_i    = max(0, bytes_i - cache_share x LLC) / (dram_gbs x dram_eff)
     unfold_i  = passes x im2col_bytes_i, at the cache or DRAM speed above
@@ -19,8 +19,12 @@ output elements keeps busy (optimizer calls run on the main thread:
 n = 1), eff_i the framework's efficiency for the call's kind and pass
 (GEMM-shaped, depthwise, elementwise), scaled by the Winograd speed-up for
 forward k x k stride-1 convolutions and by n / (n + narrow_half) for a
-GEMM whose narrowest dimension is n, and dispatch_i the framework's serial
-per-call cost in cycles of the main core.
+GEMM whose narrowest dimension is n, cycles_i the framework's cycles per
+element written by a pool or a normalisation (0 for other calls), and
+dispatch_i the framework's serial per-call cost in cycles of the main core.
+A device profile's `framework.kernel_scale` multiplies the efficiencies,
+the cache bytes per cycle, those cycles and the im2col passes: its own
+build of the framework relative to the fitted one (profile_device fits it).
 
 On a GPU (`gpu_call_seconds`) the same call runs at the GPU's peak and the
 shared DRAM bandwidth, at the occupancy its output elements give a GPU of
@@ -51,13 +55,15 @@ PHASE_NAMES: tuple[str, ...] = ("forward", "backward", "optimizer")
 FORWARD, BACKWARD, OPTIMIZER = range(3)
 KIND = {k: i for i, k in enumerate(KINDS)}
 GEMM_KINDS = np.array([KIND[k] for k in ("matmul", "conv1x1", "conv_kxk", "conv_strided")])
-# The op class each kind belongs to (for the per-class breakdown).
-KIND_CLASS = np.array(
-    [
-        OP_CLASSES.index("dense" if k not in ("depthwise", "elementwise", "movement") else k)
-        for k in KINDS
-    ]
-)
+# The op class each kind belongs to (for the per-class breakdown); the rest are dense.
+_CLASS_OF_KIND = {
+    "depthwise": "depthwise",
+    "elementwise": "elementwise",
+    "pool": "elementwise",
+    "norm": "elementwise",
+    "movement": "movement",
+}
+KIND_CLASS = np.array([OP_CLASSES.index(_CLASS_OF_KIND.get(k, "dense")) for k in KINDS])
 # Class totals stand in for calls in hand-built workloads (no call table):
 # one GEMM-shaped call per class, fully parallel, never narrow.
 _FALLBACK_KIND = {
@@ -141,6 +147,14 @@ class CpuRig:
     dram_gbs: np.ndarray | float
     cache_bytes: np.ndarray | float  # last-level cache
     dispatch_scale: np.ndarray | float = 1.0  # the profile's framework.dispatch_scale
+    # The profile's framework.kernel_scale: this device's kernels vs the fitted ones.
+    gemm_scale: np.ndarray | float = 1.0
+    depthwise_scale: np.ndarray | float = 1.0
+    elementwise_scale: np.ndarray | float = 1.0
+    pool_scale: np.ndarray | float = 1.0
+    norm_scale: np.ndarray | float = 1.0
+    cache_scale: np.ndarray | float = 1.0
+    unfold_scale: np.ndarray | float = 1.0
 
 
 @dataclass(frozen=True)
@@ -162,16 +176,16 @@ def _by_pass(table: CallTable, fw: CpuFramework, field: str) -> np.ndarray:
     return np.array([getattr(p, field) for p in passes])[table.phase]
 
 
-def cpu_efficiency(table: CallTable, fw: CpuFramework, shared: Shared) -> np.ndarray:
-    """eff_i: the share of the core's peak FLOP rate call i reaches."""
+def cpu_efficiency(table: CallTable, fw: CpuFramework, shared: Shared, rig: CpuRig) -> np.ndarray:
+    """eff_i: the share of the core's peak FLOP rate call i reaches on `rig`'s kernels."""
     gemm = np.isin(table.kind, GEMM_KINDS)
     eff = np.where(
         gemm,
-        _by_pass(table, fw, "gemm_eff"),
+        _by_pass(table, fw, "gemm_eff") * rig.gemm_scale,
         np.where(
             table.kind == KIND["depthwise"],
-            _by_pass(table, fw, "depthwise_eff"),
-            shared.elementwise_eff,
+            _by_pass(table, fw, "depthwise_eff") * rig.depthwise_scale,
+            shared.elementwise_eff * rig.elementwise_scale,
         ),
     )
     winograd = (table.kind == KIND["conv_kxk"]) & (table.phase == FORWARD)
@@ -188,9 +202,18 @@ def cpu_call_seconds(
     threads = np.where(table.phase == OPTIMIZER, 1.0, rig.threads)
     o = table.outputs
     n_eff = 1.0 + (threads - 1.0) * o / (o + shared.parallel_half_outputs)
-    eff = cpu_efficiency(table, fw, shared)
-    compute = table.flops / GB / (n_eff * rig.core_gflops * eff)
-    cache_rate = n_eff * rig.main_ghz * fw.cache_bytes_per_cycle  # GB/s
+    eff = cpu_efficiency(table, fw, shared, rig)
+    # Pools and normalisations stream like any elementwise op; each element
+    # they write costs its own cycles on top (window bounds, argmax, divisors;
+    # the passes that collect per-channel statistics).
+    per_output = np.where(
+        table.kind == KIND["pool"],
+        fw.pool_cycles_per_output * rig.pool_scale,
+        np.where(table.kind == KIND["norm"], fw.norm_cycles_per_output * rig.norm_scale, 0.0),
+    )
+    extra = table.outputs * per_output / GB / rig.main_ghz
+    compute = (table.flops / GB / (rig.core_gflops * eff) + extra) / n_eff
+    cache_rate = n_eff * rig.main_ghz * fw.cache_bytes_per_cycle * rig.cache_scale  # GB/s
     dram_rate = rig.dram_gbs * fw.dram_eff
     fits = shared.cache_share * rig.cache_bytes
 
@@ -203,7 +226,7 @@ def cpu_call_seconds(
         _by_pass(table, fw, "unfold_depthwise"),
         np.where(np.isin(table.kind, GEMM_KINDS), _by_pass(table, fw, "unfold_conv"), 0.0),
     )
-    unfold = traffic(passes * table.unfold)
+    unfold = traffic(passes * rig.unfold_scale * table.unfold)
     repack = traffic(_by_pass(table, fw, "repack_weights") * table.weights)
     kcycles = _by_pass(table, fw, "dispatch_kcycles") * rig.dispatch_scale
     dispatch = kcycles * 1e3 / (rig.main_ghz * GB)

@@ -114,6 +114,33 @@ class Battery:
     capacity_wh: Annotated[float, Bound("Wh", 0.1, 1000.0)] | None
 
 
+KernelRatio = Annotated[float, Bound("x the framework's fitted constant", 0.01, 100.0)]
+
+
+@dataclass(frozen=True)
+class KernelScale:
+    """This device's kernels relative to its framework's fitted constants.
+
+    The shared constants (fitted_constants.yaml) describe the framework's
+    kernels on the devices they were fitted to (ARM phones and boards). A
+    build of the same framework on another ISA links other kernels: x86
+    PyTorch runs GEMMs and convolutions through oneDNN, which reaches a
+    larger share of peak and convolves directly instead of unfolding to
+    im2col. profile_device fits these ratios for a host from its own timed
+    steps; the shipped profiles keep 1 (the fitted kernels themselves).
+    """
+
+    gemm: KernelRatio = 1.0  # x gemm_eff (matmul and dense convolutions)
+    depthwise: KernelRatio = 1.0  # x depthwise_eff
+    elementwise: KernelRatio = 1.0  # x elementwise_eff
+    cache: KernelRatio = 1.0  # x cache_bytes_per_cycle (wider loads, bigger caches)
+    # x pool_cycles_per_output and norm_cycles_per_output (costs: above 1 is slower)
+    pool: KernelRatio = 1.0
+    norm: KernelRatio = 1.0
+    # x the passes over the im2col matrix (0: direct convolution kernels)
+    unfold: Annotated[float, Bound("x the framework's fitted passes", 0.0, 100.0)] = 1.0
+
+
 @dataclass(frozen=True)
 class Framework:
     name: str
@@ -122,6 +149,7 @@ class Framework:
     # dispatch (another build or interpreter of the same stack); fitted by
     # profile_device for a host, 1 for the shipped profiles.
     dispatch_scale: Annotated[float, Bound("x the fitted per-call cost", 0.01, 100.0)] = 1.0
+    kernel_scale: KernelScale = KernelScale()
 
 
 GOVERNORS: tuple[str, ...] = ("top", "sustained")

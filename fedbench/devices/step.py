@@ -84,6 +84,13 @@ def cpu_rig(profile: DeviceProfile, active: tuple[Active, ...], consts: Constant
         dram_gbs=profile.memory.bandwidth_gbs,
         cache_bytes=profile.memory.cache_mb * MB,
         dispatch_scale=profile.framework.dispatch_scale,
+        gemm_scale=profile.framework.kernel_scale.gemm,
+        depthwise_scale=profile.framework.kernel_scale.depthwise,
+        elementwise_scale=profile.framework.kernel_scale.elementwise,
+        pool_scale=profile.framework.kernel_scale.pool,
+        norm_scale=profile.framework.kernel_scale.norm,
+        cache_scale=profile.framework.kernel_scale.cache,
+        unfold_scale=profile.framework.kernel_scale.unfold,
     )
 
 

@@ -159,3 +159,33 @@ def test_gpu_launch_overhead_dominates_tiny_kernels_and_occupancy_small_ones() -
     copied = dataclasses.replace(fw, transfer_fraction=2.0)
     assert gpu_call_seconds(table(), rig, copied).transfer[0] > 0
     assert gpu_call_seconds(table(), rig, fw).transfer[0] == 0.0
+
+
+def test_pools_and_norms_pay_cycles_per_element_written() -> None:
+    """Same FLOPs and bytes: a pool or a norm costs its per-output cycles on top of a stream."""
+    one = dataclasses.replace(RIG, threads=1.0)
+    stream = seconds(table("elementwise", flops=1e3, nbytes=1e3, outputs=1e6), one)
+    for kind, cycles in (("pool", FW.pool_cycles_per_output), ("norm", FW.norm_cycles_per_output)):
+        call = table(kind, flops=1e3, nbytes=1e3, outputs=1e6)
+        expected = 1e6 * cycles / (RIG.main_ghz * 1e9)
+        assert seconds(call, one) - stream == pytest.approx(expected, rel=0.01), kind
+    pools = by_class(table("pool"), np.ones(1))
+    assert pools["elementwise"] == 1.0 and pools["dense"] == 0.0  # pools count as elementwise
+
+
+def test_a_device_kernel_scale_scales_its_own_kind_only() -> None:
+    """profile_device's ratios: each one moves the calls of its kind and nothing else."""
+    conv = table("conv1x1", flops=1e10, nbytes=1e6)
+    dw = table("depthwise", flops=1e9, nbytes=1e6)
+    pool = table("pool", flops=1e5, nbytes=1e5, outputs=1e6)
+    unfolded = table("conv_kxk", phase=BACKWARD, flops=1e6, nbytes=1e5, unfold=4e8)
+    faster_gemm = dataclasses.replace(RIG, gemm_scale=2.0)
+    assert seconds(conv, faster_gemm) == pytest.approx(seconds(conv) / 2, rel=0.02)
+    assert seconds(dw, faster_gemm) == seconds(dw)
+    assert seconds(dw, dataclasses.replace(RIG, depthwise_scale=4.0)) < seconds(dw) / 3
+    slow_pools = dataclasses.replace(RIG, pool_scale=3.0)
+    assert seconds(pool, slow_pools) > 2.5 * seconds(pool) and seconds(conv, slow_pools) == seconds(
+        conv
+    )
+    direct = cpu_call_seconds(unfolded, dataclasses.replace(RIG, unfold_scale=0.0), FW, SHARED)
+    assert direct.unfold[0] == 0.0 < cpu_call_seconds(unfolded, RIG, FW, SHARED).unfold[0]
