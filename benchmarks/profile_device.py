@@ -1,15 +1,22 @@
 """How well `profile_device` predicts models it was not fitted on, on this host.
 
-Times real training steps of a set of zoo models on this host (one torch
-thread, the stepping thread's CPU time, so a shared host still measures
-its own speed; `fedbench.profiling.bench`), then refits the profile the
-way `python -m fedbench.profile_device` does (clock scale, bandwidth,
-per-call cost, arch and framework; `fedbench.profiling.fit`):
+Times real training steps of a set of zoo models and of the kernel probes
+on this host (one torch thread, the stepping thread's CPU time, so a shared
+host still measures its own speed; `fedbench.profiling.bench`), then
+refits the profile the way `python -m fedbench.profile_device` does (the
+kernel ratios, per-call cost, bandwidth, cache, arch and framework;
+`fedbench.profiling.fit`):
 
-- leave one model out: for each model, fit on every other model's cases
-  and predict that model's cases (issue target: MAPE at most 15%);
-- half and half: fit on every other model (alphabetical), predict the
-  rest, and the other way round.
+- leave one model out: for each zoo model, fit on the probes and every
+  other model's cases and predict that model's cases (issue target: MAPE
+  at most 15%);
+- half and half: fit on the probes and every other model (in the order
+  below), predict the rest, and the other way round;
+- without probes: leave one model out fitted on the models alone, to show
+  what the probes buy.
+
+The probes (fedbench.profiling.probes) are synthetic one-kernel networks,
+never zoo models, so every fold still predicts a network it never saw.
 
 Writes benchmarks/results/profile_device.txt (the tables) and
 benchmarks/results/profile_device_lomo.csv (one row per held-out case,
@@ -35,6 +42,7 @@ from fedbench.profiling import template
 from fedbench.profiling.bench import Case, run_bench
 from fedbench.profiling.describe import describe
 from fedbench.profiling.fit import Fit, Sample, fit_profile, predict
+from fedbench.profiling.probes import probe_cases
 
 RESULTS = Path(__file__).resolve().parent / "results"
 # Small and mid-size zoo models of every kind the emulator distinguishes:
@@ -82,6 +90,25 @@ def _fit(base: dict[str, object], samples: Sequence[Sample], archs: list[str] | 
     return fit_profile(base, samples, archs=archs)
 
 
+def _model(s: Sample) -> str:
+    return s.name.split("@")[0]
+
+
+def _leave_one_model_out(
+    base: dict[str, object],
+    samples: Sequence[Sample],
+    probes: Sequence[Sample],
+    models: Sequence[str],
+    archs: list[str] | None,
+) -> list[tuple[str, float, float, float]]:
+    out: list[tuple[str, float, float, float]] = []
+    for model in models:
+        held = [s for s in samples if _model(s) == model]
+        fit = _fit(base, [s for s in samples if s not in held] + list(probes), archs)
+        out += _rows(fit, held)
+    return out
+
+
 def _rows(fit: Fit, held: Sequence[Sample]) -> list[tuple[str, float, float, float]]:
     out = []
     for s in held:
@@ -112,33 +139,34 @@ def main(argv: list[str] | None = None) -> int:
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     batches = [int(b) for b in args.batches.split(",")]
     cases = [Case(m, b) for m in models for b in batches]
+    cases += [Case.parse(c) for c in probe_cases()]
     timings = run_bench(cases, args.steps, warmup=2, rounds=args.rounds)
-    samples = [Sample(str(t.case), t.workload, t.cpu_step_s) for t in timings]
+    everything_timed = [Sample(str(t.case), t.workload, t.cpu_step_s) for t in timings]
+    samples = [s for s in everything_timed if _model(s) in models]
+    probes = [s for s in everything_timed if _model(s) not in models]
     desc = describe()
     archs = [c.arch for c in desc.clusters if c.arch][:1] or None
     base = _measured_base(1, sum(t.steps for t in timings))
 
     lines: list[str] = []
-    everything = _fit(base, samples, archs)
+    everything = _fit(base, samples + probes, archs)
     lines += _table(
         f"fit on every case (in-sample): arch {everything.arch}, framework "
-        f"{everything.framework}, clock x{everything.clock_scale:.3f}, bandwidth "
-        f"{everything.bandwidth_gbs:.1f} GB/s, per-call cost x{everything.dispatch_scale:.3f}",
-        _rows(everything, samples),
+        f"{everything.framework}, {everything.describe()}"
+        + (f" ({', '.join(everything.at_bound)})" if everything.at_bound else ""),
+        _rows(everything, samples + probes),
     )
-    lomo: list[tuple[str, float, float, float]] = []
-    for model in models:
-        held = [s for s in samples if s.name.split("@")[0] == model]
-        fit = _fit(base, [s for s in samples if s not in held], archs)
-        lomo += _rows(fit, held)
+    lomo = _leave_one_model_out(base, samples, probes, models, archs)
     lines += ["", *_table("leave one model out (each model predicted by a fit without it)", lomo)]
     halves = (models[0::2], models[1::2])
     split: list[tuple[str, float, float, float]] = []
     for fit_on, predict_on in (halves, halves[::-1]):
-        fit = _fit(base, [s for s in samples if s.name.split("@")[0] in fit_on], archs)
-        split += _rows(fit, [s for s in samples if s.name.split("@")[0] in predict_on])
-    title = "half and half (fit on one half of the models, predict the other)"
+        fit = _fit(base, [s for s in samples if _model(s) in fit_on] + probes, archs)
+        split += _rows(fit, [s for s in samples if _model(s) in predict_on])
+    title = "half and half (fit on the probes and one half of the models, predict the other)"
     lines += ["", *_table(title, split)]
+    bare = _leave_one_model_out(base, samples, [], models, archs)
+    lines += ["", *_table("leave one model out without the kernel probes", bare)]
 
     date = dt.date.today().isoformat()
     host = f"{socket.gethostname()}, {desc.summary()}"

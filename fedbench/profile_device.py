@@ -4,10 +4,12 @@
     python -m fedbench.profile_device models=lenet,small_cnn batches=8,16,64 \\
         holdout=lenet@32,small_cnn@32
 
-Runs the training bench (real timed steps of zoo models under the probe,
+Runs the training bench (real timed steps of zoo models and of the kernel
+probes, fedbench.profiling.probes, under the probe meter;
 fedbench.profiling.bench), fits the profile's free constants to the step
-times (fedbench.profiling.fit: effective clock per cluster, memory
-bandwidth, arch and framework), measures the rest it can (cores, clocks,
+times (fedbench.profiling.fit: this device's kernels relative to the fitted
+framework constants, its per-call cost, memory bandwidth and cache, arch
+and framework), measures the rest it can (cores, clocks,
 memory budget, idle power and temperature where sensors exist) and writes a
 device profile YAML that `fedbench.devices.profile.load_profile(path)`
 loads; every number cites how it was obtained. Cases given with
@@ -49,6 +51,7 @@ GRAMMAR = Grammar(
         Key("models", "zoo models to bench, comma-separated", DEFAULT_MODELS),
         Key("batches", "batch sizes, comma-separated", DEFAULT_BATCHES),
         Key("holdout", "MODEL@BATCH cases measured but not fitted, comma-separated", ""),
+        Key("probes", "kernel probes to bench too: all, none, or names like conv3x3,norm", "all"),
         Key("steps", "timed steps per case and round", "7"),
         Key("rounds", "interleaved rounds over the cases", "3"),
         Key("threads", "torch threads (unset: all cores)"),
@@ -73,6 +76,7 @@ class Options:
     models: str
     batches: str
     holdout: str
+    probes: str
     steps: int
     rounds: int
     threads: int | None
@@ -93,6 +97,7 @@ def parse(argv: Sequence[str]) -> Options:
         models=args.get("models", DEFAULT_MODELS) or DEFAULT_MODELS,
         batches=args.get("batches", DEFAULT_BATCHES) or DEFAULT_BATCHES,
         holdout=args.get("holdout", "") or "",
+        probes=args.get("probes", "all") or "all",
         steps=parse_int("steps", args.get("steps", "7") or "7", 1),
         rounds=parse_int("rounds", args.get("rounds", "3") or "3", 1),
         threads=None if threads is None else parse_int("threads", threads, 1),
@@ -107,7 +112,21 @@ def _name(text: str) -> str:
     return clean.strip("_") or "device"
 
 
-def _cases(models: str, batches: str, holdout: str) -> tuple[list[str], set[str]]:
+def _probe_cases(probes: str) -> list[str]:
+    from fedbench.profiling.probes import BATCHES, PREFIX, PROBES
+
+    if probes == "none":
+        return []
+    names = list(PROBES) if probes == "all" else [p.strip() for p in probes.split(",") if p.strip()]
+    unknown = [n for n in names if n not in PROBES]
+    if unknown:
+        raise FedbenchError(
+            f"probes={probes!r}: unknown {unknown}; valid: all, none, or {', '.join(PROBES)}"
+        )
+    return [f"{PREFIX}{n}@{b}" for n in names for b in BATCHES]
+
+
+def _cases(models: str, batches: str, holdout: str, probes: str) -> tuple[list[str], set[str]]:
     from fedbench.profiling.bench import Case
 
     try:
@@ -115,6 +134,7 @@ def _cases(models: str, batches: str, holdout: str) -> tuple[list[str], set[str]
     except ValueError:
         raise FedbenchError(f"batches={batches!r}: expected integers like 8,16,64") from None
     fit = [f"{m.strip()}@{b}" for m in models.split(",") if m.strip() for b in sizes]
+    fit += _probe_cases(probes)
     held = [str(Case.parse(c.strip())) for c in holdout.split(",") if c.strip()]
     fit = [c for c in fit if c not in held]
     if not fit:
@@ -152,7 +172,7 @@ def run(argv: Sequence[str]) -> str:
         raise FedbenchError(f"threads={threads}: this device has {desc.total_cores} cores")
     torch.set_num_threads(threads)
     clock = args.clock or ("cpu" if threads == 1 else "wall")
-    names, held = _cases(args.models, args.batches, args.holdout)
+    names, held = _cases(args.models, args.batches, args.holdout, args.probes)
     cases = [Case.parse(c) for c in names]
     idle_w, idle_c = _idle(args.idle_s)
     rss_mb = psutil.Process().memory_info().rss / 2**20
@@ -186,15 +206,7 @@ def run(argv: Sequence[str]) -> str:
     result = fit.fit_profile(
         base, [s for s in samples if s.name not in held], archs=known[:1] or None
     )
-    data = fit.with_params(
-        base,
-        result.arch,
-        result.framework,
-        result.clock_scale,
-        result.bandwidth_gbs,
-        result.dispatch_scale,
-        digits=4,
-    )
+    data = fit.with_params(base, result.arch, result.framework, result.values, digits=4)
     data["sources"] = template.sources(measured, data, result, nominal)
     out.parent.mkdir(parents=True, exist_ok=True)
     header = (
@@ -222,16 +234,14 @@ def _report(profile, samples, held, result, out: Path, clock: str) -> str:  # ty
             f"{predicted * 1e3:>13.3f} {err:>+8.1%}"
         )
     bound = (
-        f" (at bound: {', '.join(result.at_bound)}: this device is faster than the profile "
-        "schema can express, so models unlike the benched ones will be predicted too slow)"
+        f" ({', '.join(result.at_bound)}: the device is outside what the profile schema can "
+        "express, so models unlike the benched ones may be predicted badly)"
         if result.at_bound
         else ""
     )
     rows.append(
-        f"fit: arch {result.arch}, framework {result.framework}, clock x{result.clock_scale:.4f}, "
-        f"bandwidth {result.bandwidth_gbs:.1f} GB/s, per-call cost x{result.dispatch_scale:.3f}, "
-        f"rms log error {result.rms_log_error:.3f}"
-        f"{bound}; {clock} time"
+        f"fit: arch {result.arch}, framework {result.framework}, {result.describe()}; "
+        f"rms log error {result.rms_log_error:.3f}{bound}; {clock} time"
     )
     rows.append(f"wrote {out}")
     return "\n".join(rows)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fedbench.devices.profile import load_profile
@@ -70,25 +71,101 @@ def _base() -> dict[str, object]:
     }
 
 
-def test_the_fit_recovers_the_constants_that_made_the_times() -> None:
+def _device(base: dict[str, object], values: dict[str, float]):  # type: ignore[no-untyped-def]
     from fedbench.devices.profile import parse_profile
     from fedbench.profiling.fit import SECTIONS
 
-    base = _base()
-    truth = with_params(base, "a72", "pytorch", 0.8, 6.0)
+    truth = with_params(base, "a72", "pytorch", values)
     truth["sources"] = dict.fromkeys(SECTIONS, "synthetic")
-    device = parse_profile(truth, "<truth>", expected_name="synthetic")
+    return parse_profile(truth, "<truth>", expected_name="synthetic")
+
+
+def test_the_fit_recovers_the_constants_that_made_the_times() -> None:
+    base = _base()  # its clusters do not say their clock was measured: the clock is fitted
+    device = _device(base, {"clock": 0.8, "bandwidth": 6.0})
     cases = [("lenet", 8), ("lenet", 64), ("small_cnn", 16), ("fc_only", 32), ("small_cnn", 64)]
     samples = [
         Sample(f"{m}@{b}", w, predict(device, w)) for m, b in cases for w in [_workload(m, b)]
     ]
-    fit = fit_profile(base, samples, archs=["a72"], frameworks=["pytorch"])
+    fit = fit_profile(base, samples, archs=["a72"])
+    assert fit.free == ("clock", "bandwidth", "dispatch")  # models alone: one speed ratio
     assert fit.clock_scale == pytest.approx(0.8, rel=0.01)
     assert fit.bandwidth_gbs == pytest.approx(6.0, rel=0.05)
     assert fit.rms_log_error < 1e-3 and fit.at_bound == ()
     big = fit.profile.cluster("big")
     assert big.max_freq_ghz == pytest.approx(1.6, rel=0.01)
     assert big.dvfs_ghz == pytest.approx((0.8, 1.6), rel=0.01)
+
+
+def _probe_samples(device) -> list[Sample]:  # type: ignore[no-untyped-def]
+    from fedbench.profiling.probes import build_probe, probe_cases
+
+    out = []
+    for case in probe_cases():
+        name, batch = case.split("@")
+        model, shape = build_probe(name)
+        w = measure_workload(model, shape, int(batch), model_name=name, optimizer="sgd_momentum")
+        out.append(Sample(case, w, predict(device, w)))
+    return out
+
+
+def test_with_the_probes_the_fit_recovers_each_kernel_ratio() -> None:
+    # A device whose GEMMs run 2.5x the fitted efficiency, whose pools cost
+    # 3x the fitted cycles, norms 4x, and which never unfolds to im2col: what the
+    # probes time pins each ratio apart, with the clocks as measured.
+    base = _base()
+    for cluster in base["clusters"].values():  # type: ignore[attr-defined]
+        cluster["clock_measured"] = True
+    truth = {"gemm": 2.5, "pool": 3.0, "norm": 4.0, "unfold": 1e-3, "dispatch": 0.2}
+    # A fast memory, so that no probe's kernel hides behind its DRAM traffic.
+    device = _device(base, {"bandwidth": 80.0, **truth})
+    samples = _probe_samples(device) + [
+        Sample(f"lenet@{b}", w, predict(device, w))
+        for b in (8, 32)
+        for w in [_workload("lenet", b)]
+    ]
+    fit = fit_profile(base, samples, archs=["a72"])
+    assert "clock" not in fit.free and {"gemm", "pool", "norm", "unfold"} <= set(fit.free)
+    assert fit.clock_scale == 1.0 and fit.profile.cluster("big").max_freq_ghz == 2.0
+    for name in ("gemm", "pool", "norm", "dispatch"):
+        assert fit.values[name] == pytest.approx(truth[name], rel=0.05), name
+    assert fit.values["unfold"] < 0.05 and fit.rms_log_error < 0.01
+    written = fit.profile.framework.kernel_scale
+    assert written.gemm == pytest.approx(2.5, rel=0.05) and written.pool == pytest.approx(
+        3.0, rel=0.05
+    )
+
+
+def test_the_probes_are_each_dominated_by_their_kernel() -> None:
+    # Each probe exists to time one kind of kernel: on a device with the
+    # fitted constants, that kind's calls take most of the probe's step.
+    from fedbench.devices.constants import load_constants
+    from fedbench.devices.kernels import KIND, OPTIMIZER, CallTable, CpuRig, cpu_call_seconds
+    from fedbench.profiling.probes import build_probe
+
+    consts = load_constants()
+    fw = consts.framework("pytorch")
+    rig = CpuRig(threads=1.0, core_gflops=16.0, main_ghz=2.0, dram_gbs=10.0, cache_bytes=2**21)
+    expected = {
+        "conv3x3": ("conv_kxk",),
+        "conv1x1": ("conv1x1",),
+        "strided": ("conv_strided",),
+        "linear": ("matmul",),
+        "depthwise": ("depthwise",),
+        "norm": ("norm",),
+        "stream": ("elementwise",),
+        "stream_big": ("elementwise",),
+        "maxpool": ("pool",),
+        "avgpool": ("pool",),
+    }
+    for probe, kinds in expected.items():
+        model, shape = build_probe("probe_" + probe)
+        w = measure_workload(model, shape, 16, model_name=probe, optimizer="sgd_momentum")
+        table = CallTable.of(w)
+        seconds = cpu_call_seconds(table, rig, fw, consts.fitted.shared).total
+        step = table.phase != OPTIMIZER  # the update is the same kind of work in every probe
+        mine = np.isin(table.kind, [KIND[k] for k in kinds]) & step
+        assert seconds[mine].sum() > 0.5 * seconds[step].sum(), probe
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """The training bench of `profile_device`: real timed steps on this device, under the probe.
 
-For each (model, batch size) it runs the measured step of
+For each (model or kernel probe, batch size) it runs the measured step of
 fedbench.measure.step (a deep copy, steady-state optimizer) a few times to
 warm up, then times `steps` steps one by one, in `rounds` rounds that
 interleave the cases (a slow spell of the device then hits every case, not
@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from torch import nn
 
 from fedbench.devices.meter import Cost, TrainJob
 from fedbench.devices.probe_meter import ProbeMeter
@@ -35,6 +36,7 @@ from fedbench.measure.step import (
     run_step,
 )
 from fedbench.measure.workload import Workload, measure_workload
+from fedbench.profiling.probes import build_probe, is_probe, probe_names
 
 OPTIMIZER = "sgd_momentum"  # what the ClientApp's training loop uses
 
@@ -86,27 +88,36 @@ def _lower_quartile(values: Sequence[float]) -> float:
     )
 
 
-def _prepared(case: Case) -> tuple[PreparedStep, tuple[int, ...], Workload]:
+def _network(name: str) -> tuple[nn.Module, tuple[int, ...], torch.dtype, int | None]:
+    """A zoo model or a kernel probe: the network, its input shape, dtype and id range."""
     from fedbench.models import build_model, model_names
     from fedbench.models.registry import input_spec
 
-    if case.model not in model_names():
-        raise FedbenchError(f"model {case.model!r} is not in the zoo; valid: {model_names()}")
-    model, shape = build_model(case.model)
-    shape = tuple(shape)
-    spec = input_spec(case.model)  # token-id models take int64 inputs
+    if is_probe(name):
+        model, shape = build_probe(name)
+        return model, shape, torch.float32, None
+    if name not in model_names():
+        raise FedbenchError(
+            f"model {name!r} is neither in the zoo nor a kernel probe; valid: "
+            f"{model_names() + probe_names()}"
+        )
+    model, shape = build_model(name)
+    spec = input_spec(name)  # token-id models take int64 inputs
+    return model, tuple(shape), spec.dtype, spec.high
+
+
+def _prepared(case: Case) -> tuple[PreparedStep, tuple[int, ...], Workload]:
+    model, shape, dtype, high = _network(case.model)
     workload = measure_workload(
         model,
         shape,
         case.batch_size,
         model_name=case.model,
         optimizer=OPTIMIZER,
-        input_dtype=spec.dtype,
-        input_high=spec.high,
+        input_dtype=dtype,
+        input_high=high,
     )
-    step = StepSpec(
-        shape, case.batch_size, optimizer=OPTIMIZER, input_dtype=spec.dtype, input_high=spec.high
-    )
+    step = StepSpec(shape, case.batch_size, optimizer=OPTIMIZER, input_dtype=dtype, input_high=high)
     return prepare(model, step), shape, workload
 
 

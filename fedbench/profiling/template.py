@@ -22,7 +22,7 @@ from typing import Any
 
 from fedbench.measure.probe.sysfs import read_int, read_text
 from fedbench.profiling.describe import DeviceDescription
-from fedbench.profiling.fit import Fit
+from fedbench.profiling.fit import KERNELS, PARAMS, Fit
 
 # When a device exposes no clock, its clusters are fitted from this nominal value.
 UNKNOWN_CLOCK_GHZ = 1.0
@@ -116,6 +116,7 @@ def base_profile(m: Measured) -> dict[str, Any]:
             "cluster_power_w": 0.0,
             "nominal_ghz": top,
             "nominal_steps": steps,
+            "clock_measured": bool(c.max_freq_ghz),  # else fit.py fits the clock
         }
     total = m.description.total_mb
     budget = int(max(16, min(total, m.description.available_mb - m.runtime_rss_mb)))
@@ -177,13 +178,17 @@ def sources(
         group = next(c for c in m.description.clusters if c.name == name)
         at = f"clusters.{name}"
         out[f"{at}.cores"] = f"{by}: {group.cores} online CPUs {list(group.cpus)} ({group.model})"
-        out[f"{at}.max_freq_ghz"] = (
-            f"{by}: effective clock = {fit.clock_scale:.4f} x nominal {nominal[name]:g} GHz "
-            f"(cpufreq / cpuinfo), {how}"
-        )
-        out[f"{at}.dvfs_ghz"] = (
-            f"{by}: the device's DVFS steps x the same factor {fit.clock_scale:.4f}"
-        )
+        if "clock" in fit.free:
+            out[f"{at}.max_freq_ghz"] = (
+                f"{by}: effective clock = {fit.clock_scale:.4f} x nominal {nominal[name]:g} GHz "
+                f"(the device exposes no clock), {how}"
+            )
+            out[f"{at}.dvfs_ghz"] = (
+                f"{by}: the device's DVFS steps x the same factor {fit.clock_scale:.4f}"
+            )
+        else:
+            out[f"{at}.max_freq_ghz"] = f"{by}: top clock (cpufreq / cpuinfo)"
+            out[f"{at}.dvfs_ghz"] = f"{by}: the device's DVFS steps (cpufreq)"
         out[f"{at}.arch"] = f"{by}: {'from /proc/cpuinfo' if group.arch else how}"
         power = cluster["core_power_w"]
         out[f"{at}.core_power_w"] = (
@@ -250,6 +255,12 @@ def sources(
     out["framework.dispatch_scale"] = (
         f"{by}: this build's per-call framework cost relative to the fitted constants, {how}"
     )
+    for kernel in KERNELS:
+        state = "fitted" if kernel in fit.free else "not fitted (the clock scale stands in)"
+        out[f"framework.kernel_scale.{kernel}"] = (
+            f"{by}: {PARAMS[kernel].meaning} of the fitted {fit.framework} constants, {state}; "
+            f"{how}"
+        )
     out["os.background_share"] = f"{assumed} 0.9 (a dedicated device; not benchmarked)"
     out["os.governor"] = f"{assumed} top (busy cores at their top clock, as the bench ran)"
     return out
