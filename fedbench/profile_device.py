@@ -113,17 +113,16 @@ def _name(text: str) -> str:
 
 
 def _probe_cases(probes: str) -> list[str]:
-    from fedbench.profiling.probes import BATCHES, PREFIX, PROBES
+    from fedbench.profiling.probes import probe_cases
 
     if probes == "none":
         return []
-    names = list(PROBES) if probes == "all" else [p.strip() for p in probes.split(",") if p.strip()]
-    unknown = [n for n in names if n not in PROBES]
-    if unknown:
-        raise FedbenchError(
-            f"probes={probes!r}: unknown {unknown}; valid: all, none, or {', '.join(PROBES)}"
-        )
-    return [f"{PREFIX}{n}@{b}" for n in names for b in BATCHES]
+    if probes == "all":
+        return probe_cases()
+    try:
+        return probe_cases([p.strip() for p in probes.split(",") if p.strip()])
+    except FedbenchError as e:
+        raise FedbenchError(f"probes={probes!r}: {e} (or all, none)") from None
 
 
 def _cases(models: str, batches: str, holdout: str, probes: str) -> tuple[list[str], set[str]]:

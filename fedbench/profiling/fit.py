@@ -234,12 +234,7 @@ def fit_profile(
         for framework in frameworks:
 
             def build(x: np.ndarray, arch: str = arch, framework: str = framework) -> DeviceProfile:
-                # exp(log(bound)) can land a rounding error outside the schema's bound.
-                values = {
-                    n: min(max(math.exp(v), lo), hi)
-                    for n, v, (lo, hi) in zip(free, x, bounds, strict=True)
-                }
-                data = with_params(base, arch, framework, values)
+                data = with_params(base, arch, framework, _values(free, x, bounds))
                 # Validated as the file will be; the citations are written afterwards.
                 data["sources"] = dict.fromkeys(SECTIONS, "being fitted")
                 return parse_profile(data, "<fit>", expected_name=str(base["name"]))
@@ -252,10 +247,7 @@ def fit_profile(
             )
             rms = float(np.sqrt(np.mean(np.square(result.fun))))
             if best is None or rms < best.rms_log_error:
-                fitted = {
-                    n: min(max(math.exp(v), lo), hi)
-                    for n, v, (lo, hi) in zip(free, result.x, bounds, strict=True)
-                }
+                fitted = _values(free, result.x, bounds)
                 stuck = tuple(
                     f"{n} at its {'upper' if x >= hi - 1e-3 else 'lower'} bound"
                     for n, x, lo, hi in zip(free, result.x, lower, upper, strict=True)
@@ -266,6 +258,18 @@ def fit_profile(
                 best = Fit(arch, framework, start | fitted, free, rms, stuck, profile)
     assert best is not None
     return best
+
+
+def _values(
+    free: Sequence[str], x: np.ndarray, bounds: Sequence[tuple[float, float]]
+) -> dict[str, float]:
+    """The constants at log-space point `x`, within their bounds.
+
+    exp(log(bound)) can land a rounding error outside the schema's bound.
+    """
+    return {
+        n: min(max(math.exp(v), lo), hi) for n, v, (lo, hi) in zip(free, x, bounds, strict=True)
+    }
 
 
 def _residuals(

@@ -33,11 +33,13 @@ pin the DRAM bandwidth.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+
+from fedbench.errors import FedbenchError
 
 PREFIX = "probe_"  # bench case names: probe_conv3x3@16
 BATCHES = (4, 16)
@@ -132,9 +134,13 @@ def probe_names() -> list[str]:
     return [PREFIX + name for name in PROBES]
 
 
-def probe_cases() -> list[str]:
-    """Every probe at both of its batch sizes, as bench cases."""
-    return [f"{name}@{b}" for name in probe_names() for b in BATCHES]
+def probe_cases(names: Sequence[str] | None = None) -> list[str]:
+    """The probes called `names` (unprefixed; default: all) at both batch sizes, as bench cases."""
+    chosen = list(PROBES) if names is None else list(names)
+    unknown = [n for n in chosen if n not in PROBES]
+    if unknown:
+        raise FedbenchError(f"unknown kernel probes {unknown}; valid: {', '.join(PROBES)}")
+    return [f"{PREFIX}{name}@{b}" for name in chosen for b in BATCHES]
 
 
 def is_probe(name: str) -> bool:
