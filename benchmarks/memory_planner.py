@@ -37,11 +37,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from fedbench.core.plans import FULL, Plan
 from fedbench.measure.peak import measured_peak_memory
 from fedbench.models import build_model
 from fedbench.train.execute import PlanRunner
 from fedbench.train.planner import PlanChoice, choose_plan
-from fedbench.train.plans import FULL, Plan
 
 MIB = 2**20
 BATCH = {"densenet40": 64, "resnet50": 16, "mobilenetv2": 16}

@@ -30,8 +30,9 @@ from dataclasses import dataclass
 
 import torch
 
+from fedbench.core.workload import Workload
 from fedbench.measure.peak import measured_peak_memory
-from fedbench.measure.workload import Workload, measure_workload
+from fedbench.measure.workload import measure_workload
 from fedbench.models import build_model, input_spec
 
 MIB = 2**20

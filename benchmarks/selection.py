@@ -28,10 +28,11 @@ import yaml
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from fedbench.fleet import DeviceSpec, expand_fleet
+from fedbench.core.device import DeviceSpec
+from fedbench.core.records import RoundReport
+from fedbench.fleet import expand_fleet
 from fedbench.ledger import Ledger
 from fedbench.paths import conf_dir
-from fedbench.report.records import RoundReport
 from strategies.base import SelectionStrategy
 
 PER_ROUND = 100

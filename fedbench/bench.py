@@ -37,16 +37,16 @@ from dataclasses import asdict
 from typing import Any
 
 from fedbench.cli.grammar import Grammar, Key
+from fedbench.core.plans import Plan, parse_plan
+from fedbench.core.workload import Workload
 from fedbench.devices.budget import budget_at
 from fedbench.devices.constants import load_constants
 from fedbench.devices.emulator import Emulation, emulate, framework_constants, framework_of
 from fedbench.devices.knobs import Knobs
 from fedbench.devices.memory import resident_terms
 from fedbench.devices.profile import DeviceProfile, initial_state, load_profile, profile_names
-from fedbench.devices.schema import closest
-from fedbench.errors import FedbenchError, choices
-from fedbench.measure.workload import Workload, measure_workload
-from fedbench.train.plans import Plan, parse_plan
+from fedbench.errors import FedbenchError, choices, closest
+from fedbench.measure.workload import measure_workload
 
 _KNOBS = ("cores", "clusters", "freq_ghz", "background", "framework")
 GRAMMAR = Grammar(

@@ -7,6 +7,7 @@ traceback. Anything else is a bug in fedbench and keeps its traceback.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterable
 
 
@@ -17,3 +18,9 @@ class FedbenchError(Exception):
 def choices(valid: Iterable[object]) -> str:
     """Format valid choices for an error message, sorted and comma separated."""
     return ", ".join(sorted(str(v) for v in valid))
+
+
+def closest(key: str, valid: Iterable[str]) -> str:
+    """' (did you mean X?)' for the closest valid key, or ''."""
+    match = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.5)
+    return f" (did you mean '{match[0]}'?)" if match else ""

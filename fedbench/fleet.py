@@ -10,19 +10,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
+from fedbench.core.device import DeviceSpec
 from fedbench.experiment.schema import FleetConfig
 from fedbench.experiment.typed import parse
-
-
-@dataclass(frozen=True)
-class DeviceSpec:
-    index: int
-    name: str  # unique in the fleet, e.g. "rpi4-002"
-    profile: str  # a name in device_profiles/, a profile YAML, "host" or "physical"
 
 
 def expand_fleet(fleet: FleetConfig | Mapping[str, Any]) -> tuple[DeviceSpec, ...]:

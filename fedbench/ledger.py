@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fedbench.devices.meter import DeviceState
-from fedbench.fleet import DeviceSpec
-from fedbench.report.records import STATUSES, RoundReport
+from fedbench.core.device import DeviceSpec, DeviceState
+from fedbench.core.records import STATUSES, RoundReport
 
 STATUS_CODE: dict[str, int] = {s: i for i, s in enumerate(STATUSES)}
 NEVER = -1  # round value for "never seen"

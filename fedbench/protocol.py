@@ -18,10 +18,9 @@ from dataclasses import dataclass
 
 from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
-from fedbench.devices.meter import DeviceState
+from fedbench.core.device import DeviceState, Traits
 from fedbench.errors import FedbenchError
 from fedbench.experiment.codec import EXPERIMENT_KEY
-from fedbench.population.traits import Traits
 
 TASK = "fedbench"  # the ConfigRecord fedbench adds to a train (or evaluate) message
 REPORT = "fedbench-report"  # the RoundReport in a reply (fedbench.report.records)

@@ -60,7 +60,7 @@ def _cifar(tmp: Path, damage: Callable[[Path], None]) -> object:
 
 
 def _reply(edit: Callable[[dict], None]) -> Callable[[Path], object]:
-    from fedbench.report.records import RoundReport, from_record, to_record
+    from fedbench.core.records import RoundReport, from_record, to_record
 
     def run(tmp: Path) -> object:
         record = to_record(RoundReport(1, 1, 7, "rpi4-000", "rpi4", "emulated", "ok"))

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from flwr.app import ArrayRecord, Message
 
+    from fedbench.core.records import RoundReport
     from fedbench.experiment.schema import Experiment
-    from fedbench.report.records import RoundReport
 
 
 def run_fedbench(
@@ -85,7 +85,7 @@ def run_client(msg: Message, node_id: int = 1) -> Message:
 
 
 def client_report(reply: Message) -> RoundReport:
+    from fedbench.core.records import from_record
     from fedbench.protocol import REPORT
-    from fedbench.report.records import from_record
 
     return from_record(reply.content.config_records[REPORT])

@@ -4,10 +4,10 @@ import math
 
 import numpy as np
 
-from fedbench.devices.meter import DeviceState
+from fedbench.core.device import DeviceState
+from fedbench.core.records import RoundReport
 from fedbench.fleet import expand_fleet
 from fedbench.ledger import STATUS_CODE, Ledger
-from fedbench.report.records import RoundReport
 
 
 def test_record_folds_reports_in() -> None:

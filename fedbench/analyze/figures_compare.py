@@ -25,7 +25,7 @@ from fedbench.analyze.style import (
     time_unit,
 )
 from fedbench.analyze.tables import StrategyRow
-from fedbench.report.records import STATUSES
+from fedbench.core.records import STATUSES
 
 
 def by_label(runs: list[Run], named: dict[Path, str]) -> dict[str, list[Run]]:

@@ -26,7 +26,7 @@ from fedbench.analyze.style import (
     profile_colours,
     time_unit,
 )
-from fedbench.report.records import STATUSES
+from fedbench.core.records import STATUSES
 
 # The timeline draws at most this many bars (device-rounds); longer runs show
 # evenly spaced rounds, first and last included, and say so in the title.

@@ -22,7 +22,7 @@ from fedbench.analyze.style import (
     legend_outside,
     time_unit,
 )
-from fedbench.report.records import STATUSES
+from fedbench.core.records import STATUSES
 
 NO_ENERGY = "no report has an energy figure (host devices and stock clients measure none)"
 

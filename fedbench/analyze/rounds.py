@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from fedbench.analyze.runs import Run, number
-from fedbench.report.records import STATUSES
+from fedbench.core.records import STATUSES
 
 ROUNDS_SUMMARY_CSV = "rounds_summary.csv"
 ROUNDS_SUMMARY_COLUMNS: tuple[str, ...] = (

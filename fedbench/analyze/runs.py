@@ -37,9 +37,9 @@ from typing import Any
 import numpy as np
 import yaml
 
+from fedbench.core.records import STATUSES
 from fedbench.errors import FedbenchError
 from fedbench.report.nested import flatten
-from fedbench.report.records import STATUSES
 
 CONFIG_YAML = "config.yaml"
 ROUNDS_CSV = "rounds.csv"

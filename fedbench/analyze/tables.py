@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from fedbench.analyze.runs import Run, participation_fairness, time_to_target
-from fedbench.report.records import STATUSES
+from fedbench.core.records import STATUSES
 
 FAILURES: tuple[str, ...] = tuple(s for s in STATUSES if s != "ok")
 

@@ -26,8 +26,7 @@ from fedbench.characterize.progress import ShownDevice
 from fedbench.characterize.registry import build_study, params_of, study_config, study_names
 from fedbench.characterize.workloads import WorkloadBook
 from fedbench.cli.grammar import Args, Grammar, Key
-from fedbench.devices.schema import closest
-from fedbench.errors import FedbenchError, choices
+from fedbench.errors import FedbenchError, choices, closest
 from fedbench.report.progress import console
 
 TRAINS = "daily_accuracy"  # trains for real: not part of study=all

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 
 from fedbench.characterize.models import ModelRef
 from fedbench.characterize.workloads import WorkloadBook
-from fedbench.devices.schema import closest
-from fedbench.errors import FedbenchError, choices
-from fedbench.measure.workload import Workload
+from fedbench.core.workload import Workload
+from fedbench.errors import FedbenchError, choices, closest
 
 THIS = "this"
 PRIORITIES: tuple[str, ...] = ("alone", "foreground", "background")

@@ -11,12 +11,12 @@ from __future__ import annotations
 from fedbench.characterize.device import CpuConfig, Device, PhaseTime, StepJob, StepResult
 from fedbench.characterize.models import ModelRef
 from fedbench.characterize.workloads import WorkloadBook, forward_pass
+from fedbench.core.workload import OP_CLASSES, Workload
 from fedbench.devices.constants import load_constants
 from fedbench.devices.emulator import Emulation, emulate
 from fedbench.devices.knobs import Knobs
 from fedbench.devices.profile import Cluster, DeviceProfile, initial_state
 from fedbench.devices.step import TIME_TERMS
-from fedbench.measure.workload import OP_CLASSES, Workload
 
 LEVELS: tuple[str, ...] = ("H", "M", "L")
 # Below every DVFS step: the emulator snaps a cap under the lowest step to

@@ -32,9 +32,9 @@ from fedbench.characterize.hostcpu import allowed_cpus, busy_load, capped, cpu_g
 from fedbench.characterize.hostjob import HostJob, HostOutcome, run_isolated
 from fedbench.characterize.models import ModelRef
 from fedbench.characterize.workloads import WorkloadBook, forward_pass
+from fedbench.core.workload import Workload
 from fedbench.devices.meters import HOST
 from fedbench.errors import FedbenchError
-from fedbench.measure.workload import Workload
 
 LOWEST_PRIORITY = 19  # niceness
 # priority -> (niceness of training, niceness of the competing apps or None: no apps)

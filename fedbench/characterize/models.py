@@ -13,8 +13,7 @@ from typing import Any
 
 from torch import nn
 
-from fedbench.devices.schema import closest
-from fedbench.errors import FedbenchError, choices
+from fedbench.errors import FedbenchError, choices, closest
 from fedbench.models import InputSpec, build_from_config, input_spec_from_config, model_config
 from fedbench.models import model_names as zoo_names
 

@@ -17,8 +17,7 @@ import yaml
 from hydra.utils import get_class
 
 from fedbench.characterize.studies.base import Study
-from fedbench.devices.schema import closest
-from fedbench.errors import FedbenchError, choices
+from fedbench.errors import FedbenchError, choices, closest
 from fedbench.paths import conf_dir
 
 TARGET = "_target_"

@@ -26,9 +26,10 @@ from typing import Any
 from torch import nn
 
 from fedbench.characterize.models import ModelRef
+from fedbench.core.workload import OP_CLASSES, OpCalls, OpCost, Workload
 from fedbench.errors import FedbenchError
 from fedbench.measure.recorder import PHASES
-from fedbench.measure.workload import OP_CLASSES, OpCalls, OpCost, Workload, measure_workload
+from fedbench.measure.workload import measure_workload
 from fedbench.models import InputSpec
 
 # Fields that describe the step rather than count its work.

@@ -20,8 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fedbench.devices.schema import closest
-from fedbench.errors import FedbenchError, choices
+from fedbench.errors import FedbenchError, choices, closest
 
 HELP_FLAGS = frozenset({"--help", "-h"})
 

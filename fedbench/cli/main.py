@@ -15,7 +15,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from fedbench.devices.schema import closest
+from fedbench.errors import closest
 
 # subcommand -> (module whose `main` runs it, what it does)
 COMMANDS: dict[str, tuple[str, str]] = {

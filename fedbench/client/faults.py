@@ -22,9 +22,9 @@ from flwr.app import ArrayRecord, Context, Message, MessageType, RecordDict
 from flwr.clientapp.typing import ClientAppCallable
 
 from fedbench.client.seat import seat_of
+from fedbench.core.records import RoundReport, from_record, to_record
 from fedbench.devices.faults import Fault, InjectedCrash, draw
 from fedbench.protocol import REPORT
-from fedbench.report.records import RoundReport, from_record, to_record
 
 
 class FaultMod:

@@ -26,9 +26,10 @@ from torch import nn
 from fedbench.arrays import decode, state_dict_record
 from fedbench.client.group import current_group
 from fedbench.client.seat import Seat, current_seat, seat_of
+from fedbench.core.meter import TrainJob
+from fedbench.core.plans import FULL
 from fedbench.data.source import Tensors
 from fedbench.devices.emulated_meter import EmulatedMeter
-from fedbench.devices.meter import TrainJob
 from fedbench.errors import FedbenchError
 from fedbench.experiment.build import build_model, build_scenario
 from fedbench.experiment.schema import Experiment, ModelConfig
@@ -36,7 +37,6 @@ from fedbench.protocol import METRICS, NUM_EXAMPLES
 from fedbench.scenarios.context import data_context
 from fedbench.train.batched import batchable, batching_pays, train_batched
 from fedbench.train.loop import TrainParams, step_sizes, train_local
-from fedbench.train.plans import FULL
 from fedbench.train.round_plan import RoundPlan, plan_round
 
 PROXIMAL_MU = "proximal-mu"  # FedProx's key in the train config (flwr.serverapp.strategy.FedProx)

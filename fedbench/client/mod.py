@@ -39,7 +39,8 @@ from flwr.clientapp.typing import ClientAppCallable
 
 from fedbench.client.caps import capped, out_of_memory
 from fedbench.client.seat import DEVICE_NAME_KEY, Seat, seat_of, seated
-from fedbench.devices.meter import Cost, WatchJob
+from fedbench.core.meter import Cost, WatchJob
+from fedbench.core.records import CSV_FIELDS, RoundReport, to_record
 from fedbench.protocol import (
     LOSS_KEYS,
     METRICS,
@@ -50,7 +51,6 @@ from fedbench.protocol import (
     TASK,
     state_record,
 )
-from fedbench.report.records import CSV_FIELDS, RoundReport, to_record
 
 PARTITION_ID = "partition-id"
 NUM_PARTITIONS = "num-partitions"

@@ -21,16 +21,16 @@ from dataclasses import dataclass, field
 import torch
 from flwr.app import Context, Message
 
-from fedbench.devices.meter import Cost, Meter, TrainJob
+from fedbench.core.device import DeviceSpec, Traits
+from fedbench.core.meter import Cost, Meter, TrainJob
+from fedbench.core.records import RoundReport
 from fedbench.devices.meters import PHYSICAL, make_meter
 from fedbench.errors import FedbenchError
 from fedbench.experiment.build import workload_optimizer
 from fedbench.experiment.codec import EXPERIMENT_KEY, from_json
 from fedbench.experiment.schema import Experiment
-from fedbench.fleet import DeviceSpec, expand_fleet
-from fedbench.population.traits import Traits
+from fedbench.fleet import expand_fleet
 from fedbench.protocol import TASK, TrainTask, tasks_from
-from fedbench.report.records import RoundReport
 
 # Node config keys of a physical device (python -m fedbench.device).
 DEVICE_NAME_KEY = "device-name"

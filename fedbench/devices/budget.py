@@ -15,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from fedbench.devices.meter import DeviceState, TrainJob
+from fedbench.core.device import DeviceState
+from fedbench.core.meter import TrainJob
+from fedbench.core.plans import Plan, PlanLog
 from fedbench.devices.network import DAY_S
 from fedbench.devices.profile import DeviceProfile
-from fedbench.train.plans import Plan, PlanLog
 
 # Consecutive optimizer steps with one plan at one batch size: (plan, batch size, steps).
 Run = tuple[Plan, int, int]

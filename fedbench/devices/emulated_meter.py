@@ -20,20 +20,22 @@ from typing import Any
 
 from torch import nn
 
+from fedbench.core.device import DeviceState
+from fedbench.core.meter import Cost, Meter, TrainJob, Watch, WatchJob
+from fedbench.core.plans import Plan
+from fedbench.core.workload import Workload
 from fedbench.devices.budget import RoundClock, Run, budget_at, step_runs, with_budget
 from fedbench.devices.constants import load_constants
 from fedbench.devices.cpu import place
 from fedbench.devices.emulator import Emulation, emulate, framework_constants, framework_of
 from fedbench.devices.knobs import Knobs
 from fedbench.devices.memory import excess_mb, resident_mb
-from fedbench.devices.meter import Cost, DeviceState, Meter, TrainJob, Watch, WatchJob
 from fedbench.devices.network import comm_time_s
 from fedbench.devices.profile import DeviceProfile, initial_state
 from fedbench.devices.step import step_cost
 from fedbench.devices.thermal import cool
 from fedbench.measure.live import LiveRecorder
-from fedbench.measure.workload import Workload, measure_workload
-from fedbench.train.plans import Plan
+from fedbench.measure.workload import measure_workload
 
 
 class EmulatedMeter(Meter):

@@ -20,16 +20,17 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from fedbench.core.device import DeviceState
+from fedbench.core.meter import Cost
+from fedbench.core.workload import Workload
 from fedbench.devices.constants import Constants, CpuFramework, GpuFramework, load_constants
 from fedbench.devices.cpu import place
 from fedbench.devices.knobs import Knobs
 from fedbench.devices.memory import excess_mb, resident_mb
-from fedbench.devices.meter import Cost, DeviceState
 from fedbench.devices.profile import DeviceProfile
 from fedbench.devices.step import ENERGY_TERMS, TIME_TERMS, StepCost, step_cost
 from fedbench.devices.thermal import cap_at, integrate
 from fedbench.errors import FedbenchError, choices
-from fedbench.measure.workload import Workload
 
 MB = float(1 << 20)
 MEMORY_TERMS: tuple[str, ...] = (

@@ -46,9 +46,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fedbench.core.workload import OP_CLASSES, Workload
 from fedbench.devices.constants import CpuFramework, GpuFramework, PassConstants, Shared
 from fedbench.measure.opclasses import KINDS
-from fedbench.measure.workload import OP_CLASSES, Workload
 
 GB = 1e9
 PHASE_NAMES: tuple[str, ...] = ("forward", "backward", "optimizer")

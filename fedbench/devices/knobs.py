@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from fedbench.devices.schema import closest
-from fedbench.errors import FedbenchError
+from fedbench.errors import FedbenchError, closest
 
 PROCESSORS: tuple[str, ...] = ("cpu", "gpu")
 

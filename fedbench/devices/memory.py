@@ -34,10 +34,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedbench.core.workload import Workload
 from fedbench.devices.constants import CpuFramework, GpuFramework, Shared
 from fedbench.devices.kernels import FORWARD, GEMM_KINDS
 from fedbench.devices.profile import DeviceProfile
-from fedbench.measure.workload import Workload
 
 MB = float(1 << 20)
 

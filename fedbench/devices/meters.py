@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fedbench.devices.meter import HostMeter, Meter
+from fedbench.core.meter import Meter
+from fedbench.devices.meter import HostMeter
 
 HOST = "host"
 PHYSICAL = "physical"

@@ -33,7 +33,7 @@ from pathlib import Path
 import psutil
 import torch
 
-from fedbench.devices.meter import Cost, Meter, TrainJob, Watch, WatchJob
+from fedbench.core.meter import Cost, Meter, TrainJob, Watch, WatchJob
 from fedbench.measure.probe import Probe
 from fedbench.measure.probe.sampler import check_interval
 

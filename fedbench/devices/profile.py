@@ -21,10 +21,10 @@ from typing import Annotated
 
 import yaml
 
+from fedbench.core.device import DeviceState
 from fedbench.devices.constants import load_constants
-from fedbench.devices.meter import DeviceState
-from fedbench.devices.schema import Bound, Reader, all_paths, closest, numeric_paths
-from fedbench.errors import FedbenchError, choices
+from fedbench.devices.schema import Bound, Reader, all_paths, numeric_paths
+from fedbench.errors import FedbenchError, choices, closest
 from fedbench.paths import profiles_dir
 
 KINDS: tuple[str, ...] = ("phone", "sbc", "jetson")

@@ -12,14 +12,13 @@ Every message names the file, the key path and what was expected.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from fedbench.errors import FedbenchError
+from fedbench.errors import FedbenchError, closest
 
 T = TypeVar("T")
 
@@ -31,12 +30,6 @@ class Bound:
     unit: str
     lo: float
     hi: float
-
-
-def closest(key: str, valid: typing.Iterable[str]) -> str:
-    """' (did you mean X?)' for the closest valid key, or ''."""
-    match = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.5)
-    return f" (did you mean '{match[0]}'?)" if match else ""
 
 
 def join(path: str, key: str | int) -> str:

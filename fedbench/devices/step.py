@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fedbench.core.workload import OP_CLASSES, Workload
 from fedbench.devices.constants import Constants, CpuFramework
 from fedbench.devices.cpu import Active, parallel_power_w, serial_power_w
 from fedbench.devices.kernels import (
@@ -36,7 +37,6 @@ from fedbench.devices.kernels import (
 )
 from fedbench.devices.memory import fault_seconds, resident_mb, swap_seconds
 from fedbench.devices.profile import DeviceProfile
-from fedbench.measure.workload import OP_CLASSES, Workload
 
 MB = float(1 << 20)
 # Breakdown keys: op classes (their calls' roofline time, forward and

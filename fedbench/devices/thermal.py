@@ -18,7 +18,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fedbench.devices.meter import DeviceState
+from fedbench.core.device import DeviceState
 from fedbench.devices.profile import DeviceProfile
 
 MAX_SEGMENTS = 1_000_000  # a guard against a bug, far above any real run

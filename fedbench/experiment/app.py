@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from fedbench.devices.schema import closest
-from fedbench.errors import FedbenchError, choices
+from fedbench.errors import FedbenchError, choices, closest
 
 ConfigValue = bool | int | float | str
 T = TypeVar("T")

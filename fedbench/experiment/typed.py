@@ -20,8 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, Field, dataclass, fields, is_dataclass
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
-from fedbench.devices.schema import closest
-from fedbench.errors import FedbenchError, choices
+from fedbench.errors import FedbenchError, choices, closest
 
 T = TypeVar("T")
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
+from fedbench.core.workload import OP_CLASSES, OpCost, Workload
 from fedbench.measure.recorder import StepRecorder
-from fedbench.measure.workload import OP_CLASSES, OpCost, Workload
 
 
 def _in_place(func: torch._ops.OpOverload) -> bool:

@@ -22,15 +22,15 @@ Results are cached in process and as JSON under `cache_dir()/workloads/`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import asdict
 
 import torch
 from torch import nn
 from torch.utils.weak import WeakIdKeyDictionary
 
+from fedbench.core.workload import OP_CLASSES, OpCalls, OpCost, Workload
 from fedbench.measure import cache as workload_cache
 from fedbench.measure.opclasses import KINDS
 from fedbench.measure.recorder import PHASES, StepRecorder
@@ -43,96 +43,6 @@ from fedbench.measure.step import (
     run_step,
 )
 from fedbench.paths import cache_dir
-
-# Operator classes the emulator's roofline distinguishes (DESIGN.md).
-OP_CLASSES: tuple[str, ...] = ("dense", "depthwise", "elementwise", "movement")
-
-
-@dataclass(frozen=True)
-class OpCost:
-    flops: float
-    bytes: float  # bytes read + written
-
-
-@dataclass(frozen=True)
-class OpCalls:
-    """Every charged aten call of the step, in execution order, as columns.
-
-    The class totals in `Workload.forward`/`backward` are sums over these;
-    the emulator needs the calls themselves: a small call neither fills the
-    cores nor amortises its launch, and whether a call's operands fit in
-    cache depends on the call's size, not on its class's total.
-    """
-
-    phase: tuple[int, ...]  # index into recorder.PHASES (forward, backward, optimizer)
-    op_class: tuple[int, ...]  # index into OP_CLASSES
-    kind: tuple[int, ...]  # index into opclasses.KINDS (the call's shape)
-    flops: tuple[float, ...]
-    bytes: tuple[float, ...]  # read + written by the call (opclasses.charge)
-    narrow: tuple[float, ...]  # smallest GEMM dimension of dense calls, else 0
-    outputs: tuple[float, ...]  # elements written: the work threads can split
-    unfold: tuple[float, ...]  # bytes of a convolution's im2col matrix, else 0
-    weights: tuple[float, ...]  # bytes of parameters (weight gradients) a GEMM call touches
-
-    def __len__(self) -> int:
-        return len(self.flops)
-
-
-@dataclass(frozen=True)
-class Workload:
-    """One optimizer step of `model` at `batch_size` under `plan`."""
-
-    model: str
-    input_shape: tuple[int, ...]
-    batch_size: int
-    plan: str  # "full", or a memory plan such as "4x8+ckpt" (memory planner)
-    num_params: int
-    forward: Mapping[str, OpCost]  # per op class in OP_CLASSES
-    backward: Mapping[str, OpCost]  # per op class, includes checkpoint recompute
-    optimizer: OpCost  # the parameter update
-    param_bytes: int  # parameters and buffers (e.g. BN running stats)
-    grad_bytes: int
-    optimizer_state_bytes: int
-    saved_activation_bytes: int  # exact, from autograd saved-tensor hooks
-    workspace_bytes: int  # transient bytes live at the peak beyond the above
-    input_bytes: int
-    steps_per_update: int = 1  # micro-batches per optimizer step
-    calls: OpCalls | None = None  # every charged call (None: hand-built workloads)
-
-    @property
-    def total_flops(self) -> float:
-        return (
-            sum(c.flops for c in self.forward.values())
-            + sum(c.flops for c in self.backward.values())
-            + self.optimizer.flops
-        )
-
-    @property
-    def peak_bytes(self) -> int:
-        return (
-            self.param_bytes
-            + self.grad_bytes
-            + self.optimizer_state_bytes
-            + self.saved_activation_bytes
-            + self.workspace_bytes
-            + self.input_bytes
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-able form; `from_dict` inverts it exactly."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Workload:
-        fields = dict(data)
-        fields["input_shape"] = tuple(fields["input_shape"])
-        for phase in ("forward", "backward"):
-            fields[phase] = {k: OpCost(**v) for k, v in fields[phase].items()}
-        fields["optimizer"] = OpCost(**fields["optimizer"])
-        calls = fields.get("calls")
-        if calls is not None:
-            fields["calls"] = OpCalls(**{k: tuple(v) for k, v in calls.items()})
-        return cls(**fields)
 
 
 def _unique_storage_bytes(tensors: Iterable[torch.Tensor]) -> int:

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fedbench.core.device import Traits
 from fedbench.devices.profile import DeviceProfile
 from fedbench.experiment.population import MAX_SESSIONS, PopulationConfig
-from fedbench.population.traits import Traits
 from fedbench.population.windows import DAY_S, Windows
 
 # Stream ids: one per drawn quantity (never reuse or renumber one: it would

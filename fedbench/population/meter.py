@@ -27,9 +27,9 @@ import math
 import numpy as np
 from torch import nn
 
+from fedbench.core.device import Traits
+from fedbench.core.meter import Cost, TrainJob, Watch, WatchJob
 from fedbench.devices.emulated_meter import EmulatedMeter
-from fedbench.devices.meter import Cost, TrainJob, Watch, WatchJob
-from fedbench.population.traits import Traits
 
 # Huang et al. 2012, power-model parameters: alpha_u, alpha_d in mW per Mbit/s, beta in mW.
 RADIO_MW: dict[bool, tuple[float, float, float]] = {

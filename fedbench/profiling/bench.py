@@ -24,7 +24,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from fedbench.devices.meter import Cost, TrainJob
+from fedbench.core.meter import Cost, TrainJob
+from fedbench.core.workload import Workload
 from fedbench.devices.probe_meter import ProbeMeter
 from fedbench.errors import FedbenchError
 from fedbench.measure.step import (
@@ -35,7 +36,7 @@ from fedbench.measure.step import (
     prepare,
     run_step,
 )
-from fedbench.measure.workload import Workload, measure_workload
+from fedbench.measure.workload import measure_workload
 from fedbench.profiling.probes import build_probe, is_probe, probe_names
 
 OPTIMIZER = "sgd_momentum"  # what the ClientApp's training loop uses

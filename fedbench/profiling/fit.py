@@ -44,11 +44,11 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
+from fedbench.core.workload import Workload
 from fedbench.devices.constants import load_constants
 from fedbench.devices.emulator import emulate
 from fedbench.devices.knobs import Knobs
 from fedbench.devices.profile import DeviceProfile, initial_state, parse_profile
-from fedbench.measure.workload import Workload
 from fedbench.profiling.probes import probe_cases
 
 MAX_GHZ = 5.0  # the profile schema's clock bound

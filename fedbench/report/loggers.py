@@ -31,9 +31,9 @@ from typing import Any, ClassVar
 
 import yaml
 
+from fedbench.core.records import STATUSES
 from fedbench.errors import FedbenchError, choices
 from fedbench.report.nested import flatten
-from fedbench.report.records import STATUSES
 
 # Per-device columns of rounds.csv worth a curve (the rest are names, plans, reasons).
 DEVICE_METRICS: tuple[str, ...] = (
@@ -249,7 +249,7 @@ def build_loggers(names: Sequence[str | Mapping[str, Any]], run_dir: Path) -> li
             continue
         cls = LOGGERS.get(str(entry))
         if cls is None:
-            from fedbench.devices.schema import closest
+            from fedbench.errors import closest
 
             raise FedbenchError(
                 f"report.loggers: unknown logger {entry!r}{closest(str(entry), LOGGERS)}; "

@@ -1,135 +1,25 @@
-"""The RoundReport: one row per device per round, and its only spelling.
+"""The RoundReport and its keys, re-exported from their home in fedbench.core.records."""
 
-DESIGN.md: keys are kebab-case in Flower records and snake_case in files.
-`to_record`/`from_record` are the one place that converts between the
-dataclass and Flower's ConfigRecord; `CSV_FIELDS` is the one column list.
-Nothing else in fedbench spells these keys.
-"""
+from fedbench.core.records import (
+    CSV_FIELDS,
+    STATUSES,
+    UNPROFILED,
+    Kind,
+    RoundReport,
+    Status,
+    from_record,
+    to_record,
+    to_row,
+)
 
-from __future__ import annotations
-
-import math
-from dataclasses import dataclass, fields, replace
-from typing import Literal
-
-from flwr.app import ConfigRecord
-
-from fedbench.errors import FedbenchError
-
-Status = Literal["ok", "oom", "dropped", "timeout", "failed"]
-STATUSES: tuple[str, ...] = ("ok", "oom", "dropped", "timeout", "failed")
-# unprofiled: a ClientApp running without fedbench's device mod (a stock Flower
-# client): its update counts, its round trip is the server's measurement, and
-# its energy, memory and temperature are unknown.
-Kind = Literal["emulated", "physical", "host", "unprofiled"]
-UNPROFILED = "unprofiled"
-
-
-@dataclass(frozen=True)
-class RoundReport:
-    """What one device's participation in one round cost and produced.
-
-    Figures a meter cannot produce are NaN (files show them empty), never 0:
-    a missing power rail is not a device that used no energy.
-    """
-
-    round: int
-    day: int
-    node: int
-    device: str
-    profile: str
-    kind: str
-    status: str
-    num_examples: int = 0
-    train_loss: float = math.nan
-    latency_s: float = math.nan  # compute time of local training (virtual when emulated)
-    comm_s: float = math.nan  # model download + upload time
-    round_trip_s: float = math.nan  # latency_s + comm_s (+ queueing)
-    start_s: float = math.nan  # virtual time the device got the model (run clock)
-    end_s: float = math.nan  # virtual time its reply arrived: start_s + round_trip_s
-    energy_j: float = math.nan  # of local training (compute)
-    comm_energy_j: float = math.nan  # of the radio for comm_s (fleet.population only)
-    avg_power_w: float = math.nan
-    peak_mem_mb: float = math.nan
-    mem_budget_mb: float = math.nan
-    plan: str = ""
-    temp_c_start: float = math.nan
-    temp_c_end: float = math.nan
-    freq_ghz_avg: float = math.nan
-    throttled_frac: float = math.nan
-    battery_pct_start: float = math.nan  # battery level the round started at
-    battery_pct: float = math.nan  # battery level after the round (training + radio)
-    model_version: int = -1  # the global model version it trained on (0: the initial one)
-    staleness: int = 0  # versions applied between that one and the aggregation that used it
-    host_wall_s: float = math.nan  # real seconds on the machine that ran the client
-    worker: str = ""  # where it ran: host:pid (@Ray node), empty if unknown
-    reason: str = ""  # why a status is not ok (exception text, fault name, ...)
-
-    def with_status(self, status: str, reason: str) -> RoundReport:
-        return replace(self, status=status, reason=reason)
-
-
-CSV_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RoundReport))
-_TYPES = {f.name: f.type for f in fields(RoundReport)}
-
-
-def _kebab(name: str) -> str:
-    return name.replace("_", "-")
-
-
-def to_record(report: RoundReport) -> ConfigRecord:
-    """Serialise a report for a Flower reply."""
-    record = ConfigRecord()
-    for name in CSV_FIELDS:
-        record[_kebab(name)] = getattr(report, name)
-    return record
-
-
-def from_record(record: ConfigRecord, *, node: int | None = None) -> RoundReport:
-    """Parse a report from a Flower reply; a malformed one raises FedbenchError.
-
-    `node` overrides the node id the client claims: the server trusts the
-    transport's source id, not the payload.
-    """
-    values: dict[str, object] = {}
-    for name in CSV_FIELDS:
-        key = _kebab(name)
-        if key not in record:
-            raise FedbenchError(f"malformed client reply: report has no key '{key}'")
-        value = record[key]
-        expected = _TYPES[name]
-        try:
-            if expected == "int":
-                if isinstance(value, bool) or not isinstance(value, int):
-                    raise TypeError
-                values[name] = int(value)
-            elif expected == "float":
-                if isinstance(value, bool) or not isinstance(value, (int, float)):
-                    raise TypeError
-                values[name] = float(value)
-            else:
-                if not isinstance(value, str):
-                    raise TypeError
-                values[name] = value
-        except TypeError:
-            raise FedbenchError(
-                f"malformed client reply: report key '{key}' is {type(value).__name__}, "
-                f"expected {expected}"
-            ) from None
-    if values["status"] not in STATUSES:
-        raise FedbenchError(
-            f"malformed client reply: status '{values['status']}' is not one of "
-            f"{', '.join(STATUSES)}"
-        )
-    if node is not None:
-        values["node"] = node
-    return RoundReport(**values)  # type: ignore[arg-type]
-
-
-def to_row(report: RoundReport) -> dict[str, object]:
-    """A CSV row: snake_case keys, NaN as an empty cell."""
-    row: dict[str, object] = {}
-    for name in CSV_FIELDS:
-        value = getattr(report, name)
-        row[name] = "" if isinstance(value, float) and math.isnan(value) else value
-    return row
+__all__ = [
+    "CSV_FIELDS",
+    "STATUSES",
+    "UNPROFILED",
+    "Kind",
+    "RoundReport",
+    "Status",
+    "from_record",
+    "to_record",
+    "to_row",
+]

@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from fedbench.core.records import CSV_FIELDS, STATUSES, UNPROFILED, RoundReport, to_row
 from fedbench.report.progress import console
 from fedbench.report.provenance import now, provenance
-from fedbench.report.records import CSV_FIELDS, STATUSES, UNPROFILED, RoundReport, to_row
 
 ROUNDS_CSV = "rounds.csv"
 SUMMARY_JSON = "summary.json"

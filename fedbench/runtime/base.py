@@ -13,8 +13,8 @@ from fedbench.errors import FedbenchError
 if TYPE_CHECKING:
     from flwr.serverapp import Grid
 
+    from fedbench.core.seating import Seating
     from fedbench.experiment.schema import Experiment
-    from fedbench.server.seating import Seating
 
 
 def check_reachable(address: str, key: str, hint: str, timeout_s: float = 5.0) -> None:

@@ -51,10 +51,12 @@ from pathlib import Path
 
 from flwr.serverapp import Grid
 
+from fedbench.core.device import DeviceSpec
+from fedbench.core.seating import Seating
 from fedbench.errors import FedbenchError
 from fedbench.experiment.codec import to_json
 from fedbench.experiment.schema import Experiment
-from fedbench.fleet import DeviceSpec, expand_fleet
+from fedbench.fleet import expand_fleet
 from fedbench.report.progress import console
 from fedbench.runtime.base import Runtime
 from fedbench.runtime.bundle import write_bundle
@@ -86,8 +88,8 @@ from fedbench.runtime.processes import (
 )
 from fedbench.runtime.proxy import PROXIES, REFUSED_REQUESTS, Gate, choose
 from fedbench.runtime.proxy import argv as proxy_argv
+from fedbench.runtime.seating import FixedSeating, wait_for_nodes
 from fedbench.security import TlsFiles, issue_secret, issue_tls, read_public_key
-from fedbench.server.seating import FixedSeating, Seating, wait_for_nodes
 
 LOCAL_NAMES = ("127.0.0.1", "localhost")
 TLS_KEYS = ("tls_ca_cert", "tls_server_cert", "tls_server_key")

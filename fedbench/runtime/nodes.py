@@ -18,10 +18,10 @@ from pathlib import Path
 
 import psutil
 
+from fedbench.core.device import DeviceSpec
 from fedbench.devices.meters import HOST, PHYSICAL
 from fedbench.devices.profile import load_profile
 from fedbench.errors import FedbenchError
-from fedbench.fleet import DeviceSpec
 from fedbench.runtime.flower import free_port, supernode_argv
 from fedbench.runtime.limits import (
     NodeLimits,

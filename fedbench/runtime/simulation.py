@@ -24,13 +24,14 @@ from typing import Any
 
 from flwr.serverapp import Grid
 
+from fedbench.core.seating import Seating
 from fedbench.errors import FedbenchError
 from fedbench.experiment.build import build_selector
 from fedbench.experiment.schema import Experiment
 from fedbench.runtime.base import Runtime, check_reachable
 from fedbench.runtime.limits import ARENA_ENV
 from fedbench.runtime.logs import route_flower_logs
-from fedbench.server.seating import PooledSeating, Seating, wait_for_nodes
+from fedbench.runtime.seating import PooledSeating, wait_for_nodes
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ import numpy as np
 from flwr.app import ArrayRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
+from fedbench.core.device import DeviceSpec
 from fedbench.devices.meters import make_meter
 from fedbench.experiment.build import (
     build_close,
@@ -35,7 +36,7 @@ from fedbench.experiment.build import (
 )
 from fedbench.experiment.codec import EXPERIMENT_KEY, from_json, to_json
 from fedbench.experiment.schema import Experiment
-from fedbench.fleet import DeviceSpec, expand_fleet
+from fedbench.fleet import expand_fleet
 from fedbench.ledger import Ledger
 from fedbench.report.integrity import RowsIntegrity, set_aside
 from fedbench.report.lock import RunLock

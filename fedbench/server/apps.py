@@ -17,9 +17,9 @@ from flwr.app import ArrayRecord, ConfigRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
+from fedbench.core.device import DeviceSpec
 from fedbench.experiment.build import build_algorithm, build_model, build_scenario
 from fedbench.experiment.schema import Experiment
-from fedbench.fleet import DeviceSpec
 from fedbench.ledger import Ledger
 from fedbench.protocol import ARRAYS
 from fedbench.scenarios.context import data_context

@@ -28,9 +28,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from flwr.app import ArrayRecord
 
+from fedbench.core.device import DeviceSpec
+from fedbench.core.records import RoundReport
 from fedbench.experiment.schema import DefenseConfig
-from fedbench.fleet import DeviceSpec
-from fedbench.report.records import RoundReport
 
 # Figures of a report that place it on the virtual clock.
 TIMING = ("latency_s", "comm_s", "round_trip_s")

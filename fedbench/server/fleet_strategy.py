@@ -29,15 +29,14 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDic
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
+from fedbench.core.device import DeviceSpec, Traits
+from fedbench.core.seating import Seating
 from fedbench.errors import FedbenchError
-from fedbench.fleet import DeviceSpec
 from fedbench.ledger import Ledger
-from fedbench.population.traits import Traits
 from fedbench.protocol import TASK, TrainTask, tasks_record
 from fedbench.scenarios.base import RoundSpec
 from fedbench.server.offer import Offer, TooFewDevices
 from fedbench.server.replies import Sent
-from fedbench.server.seating import Seating
 from strategies.base import SelectionStrategy
 
 

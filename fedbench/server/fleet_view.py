@@ -19,17 +19,16 @@ from __future__ import annotations
 import numpy as np
 from torch import nn
 
+from fedbench.core.device import DeviceSpec, Traits
+from fedbench.core.meter import TrainJob
 from fedbench.devices.emulated_meter import EmulatedMeter
-from fedbench.devices.meter import TrainJob
 from fedbench.devices.meters import PROFILELESS
 from fedbench.devices.network import comm_time_s, is_available
 from fedbench.devices.profile import DeviceProfile, load_profile
 from fedbench.experiment.build import workload_optimizer
 from fedbench.experiment.schema import Experiment
-from fedbench.fleet import DeviceSpec
 from fedbench.ledger import Ledger
 from fedbench.population.draw import Population, draw
-from fedbench.population.traits import Traits
 from fedbench.population.windows import advance
 from fedbench.scenarios.base import Scenario
 from fedbench.scenarios.context import DataContext

@@ -18,10 +18,10 @@ import math
 import time
 from collections.abc import Callable
 
+from fedbench.core.records import to_row
 from fedbench.ledger import Ledger
 from fedbench.report.loggers import RunLogger
 from fedbench.report.progress import Task, console
-from fedbench.report.records import to_row
 from fedbench.report.server_rounds import ServerRound, ServerRoundsWriter
 from fedbench.report.writer import DayResult, RunWriter
 from fedbench.scenarios.base import RoundSpec

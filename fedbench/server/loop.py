@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 
-from fedbench.report.records import RoundReport
+from fedbench.core.records import RoundReport
 from fedbench.scenarios.base import RoundSpec
 from fedbench.server.clock import EventClock
 from fedbench.server.close.base import Closing, RoundClose

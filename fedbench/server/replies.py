@@ -31,9 +31,9 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
 
 from fedbench.arrays import DecodedArray, decode
-from fedbench.devices.meter import DeviceState
+from fedbench.core.device import DeviceSpec, DeviceState
+from fedbench.core.records import UNPROFILED, RoundReport, from_record
 from fedbench.errors import FedbenchError
-from fedbench.fleet import DeviceSpec
 from fedbench.protocol import (
     ERROR,
     LOSS_KEYS,
@@ -45,7 +45,6 @@ from fedbench.protocol import (
     state_from,
     ungroup_all,
 )
-from fedbench.report.records import UNPROFILED, RoundReport, from_record
 from fedbench.server.defense import Defense, check_costs, distance, distance_outliers
 
 T = TypeVar("T")

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from fedbench.core.plans import Plan, PlanLog
 from fedbench.train.planner import PlanChoice, fmt_mb
-from fedbench.train.plans import Plan, PlanLog
 
 BudgetFn = Callable[[int], float]  # optimizer step index -> MB available for training
 

@@ -35,8 +35,8 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from fedbench.core.plans import Plan
 from fedbench.measure.checkpointing import CheckpointedSequential, apply_checkpointing, trunk
-from fedbench.train.plans import Plan
 
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 

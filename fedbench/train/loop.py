@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from fedbench.core.plans import FULL, Plan
 from fedbench.data.source import Tensors
 from fedbench.train.adaptive import Adaptation
 from fedbench.train.execute import PlanRunner
-from fedbench.train.plans import FULL, Plan
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from fedbench.core.plans import FULL, Plan
+from fedbench.core.workload import OP_CLASSES, Workload
 from fedbench.measure.checkpointing import trunk
-from fedbench.measure.workload import OP_CLASSES, Workload, measure_workload
-from fedbench.train.plans import FULL, Plan
+from fedbench.measure.workload import measure_workload
 
 MB = float(1 << 20)
 TimeFn = Callable[[Workload], float]

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from fedbench.devices.meter import Cost, Meter, TrainJob
+from fedbench.core.meter import Cost, Meter, TrainJob
+from fedbench.core.plans import PlanLog
 from fedbench.errors import FedbenchError, choices
 from fedbench.train.adaptive import Adaptation, memoised
 from fedbench.train.planner import PlanChoice, choose_plan
-from fedbench.train.plans import PlanLog
 
 MODES: tuple[str, ...] = ("auto", "off")
 

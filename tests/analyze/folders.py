@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from fedbench.report.records import CSV_FIELDS
+from fedbench.core.records import CSV_FIELDS
 
 NEW_COLUMNS = ("start_s", "end_s", "model_version", "staleness")
 FLEET = {

@@ -13,7 +13,7 @@ from fedbench.analyze import RUN_FIGURES, analyze_run, load_run
 from fedbench.analyze.figures_run import start_label, step_name
 from fedbench.analyze.rounds import ROUNDS_SUMMARY_COLUMNS, rounds_summary
 from fedbench.analyze.runs import participation_fairness
-from fedbench.report.records import RoundReport
+from fedbench.core.records import RoundReport
 from fedbench.report.writer import DayResult, RunWriter
 from tests.analyze.folders import DEVICES, Device, emulated_rounds, make_folder
 

@@ -6,8 +6,8 @@ import pytest
 
 from fedbench.characterize.models import ModelRef
 from fedbench.characterize.workloads import MEASURED, WorkloadBook, extrapolate, forward_pass
+from fedbench.core.workload import OP_CLASSES
 from fedbench.errors import FedbenchError
-from fedbench.measure.workload import OP_CLASSES
 
 MODELS = (
     ModelRef("small_cnn"),

@@ -8,11 +8,11 @@ import pytest
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
 
+from fedbench.core.records import from_record
 from fedbench.experiment.codec import to_json
 from fedbench.fleet import expand_fleet
 from fedbench.models import build_model
 from fedbench.protocol import REPORT, TASK, TrainTask, tasks_record, ungroup_all
-from fedbench.report.records import from_record
 from tests.bad_inputs import _typed
 from tests.helpers import client_report, run_client, task_identity, train_message
 

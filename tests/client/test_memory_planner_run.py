@@ -22,14 +22,14 @@ import pytest
 import yaml
 from flwr.app import ArrayRecord
 
+from fedbench.core.meter import TrainJob
+from fedbench.core.records import RoundReport
 from fedbench.devices.budget import with_budget
 from fedbench.devices.emulated_meter import EmulatedMeter
 from fedbench.devices.knobs import Knobs
-from fedbench.devices.meter import TrainJob
 from fedbench.devices.profile import load_profile
 from fedbench.models import build_model
 from fedbench.paths import profiles_dir
-from fedbench.report.records import RoundReport
 from fedbench.train.planner import choose_plan
 from tests.bad_inputs import _typed
 from tests.helpers import client_report, run_client, train_message

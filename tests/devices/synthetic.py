@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fedbench.measure.workload import OpCost, Workload
+from fedbench.core.workload import OpCost, Workload
 
 MB = 1 << 20
 

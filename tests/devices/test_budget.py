@@ -10,18 +10,18 @@ import pytest
 import torch
 import yaml
 
+from fedbench.core.meter import TrainJob
+from fedbench.core.plans import FULL, Plan, PlanLog
 from fedbench.data.source import Tensors
 from fedbench.devices.budget import budget_at, step_runs
 from fedbench.devices.emulated_meter import EmulatedMeter
 from fedbench.devices.emulator import emulate
 from fedbench.devices.knobs import Knobs
-from fedbench.devices.meter import TrainJob
 from fedbench.devices.profile import DeviceProfile, parse_profile
 from fedbench.errors import FedbenchError
 from fedbench.measure.workload import measure_workload
 from fedbench.paths import profiles_dir
 from fedbench.train.loop import TrainParams, step_sizes, train_local
-from fedbench.train.plans import FULL, Plan, PlanLog
 from fedbench.train.round_plan import plan_round
 from tests.train.nets import Trunked
 

@@ -8,9 +8,10 @@ import math
 import pytest
 import torch
 
+from fedbench.core.device import DeviceState
+from fedbench.core.meter import Cost, TrainJob
 from fedbench.devices.emulated_meter import EmulatedMeter
 from fedbench.devices.knobs import Knobs
-from fedbench.devices.meter import Cost, DeviceState, TrainJob
 from fedbench.devices.profile import load_profile
 from fedbench.errors import FedbenchError
 from fedbench.measure.workload import measure_workload

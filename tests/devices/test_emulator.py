@@ -7,9 +7,9 @@ import math
 
 import pytest
 
+from fedbench.core.device import DeviceState
 from fedbench.devices.emulator import Emulation, emulate
 from fedbench.devices.knobs import Knobs
-from fedbench.devices.meter import DeviceState
 from fedbench.devices.network import comm_time_s, is_available
 from fedbench.devices.profile import DeviceProfile, initial_state, load_profile
 from fedbench.devices.thermal import cool

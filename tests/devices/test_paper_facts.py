@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import pytest
 
+from fedbench.core.workload import Workload
 from fedbench.devices.emulator import Emulation, emulate
 from fedbench.devices.knobs import Knobs
 from fedbench.devices.profile import DeviceProfile, initial_state, load_profile
-from fedbench.measure.workload import Workload, measure_workload
+from fedbench.measure.workload import measure_workload
 from fedbench.models import build_model
 
 MIN = 60.0

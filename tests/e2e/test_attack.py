@@ -24,9 +24,9 @@ import pytest
 import torch
 from flwr.app import ArrayRecord, Message, MetricRecord, RecordDict
 
+from fedbench.core.records import from_record, to_record
 from fedbench.experiment.compose import compose_experiment
 from fedbench.protocol import REPORT, TASK, tasks_from
-from fedbench.report.records import from_record, to_record
 from fedbench.server.app import run_server
 from tests.helpers import run_client, task_identity
 from tests.server.fakes import FakeGrid

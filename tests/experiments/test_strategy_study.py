@@ -27,8 +27,8 @@ from fedbench.analyze.tables import (
     strategy_rows,
     targets,
 )
+from fedbench.core.records import RoundReport
 from fedbench.errors import FedbenchError
-from fedbench.report.records import RoundReport
 from fedbench.report.writer import DayResult, RunWriter
 
 FLEET = {"name": "tiny", "devices": [{"profile": "rpi4", "count": 2}, {"profile": "pixel2"}]}

@@ -7,8 +7,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from fedbench.core.workload import Workload
 from fedbench.measure import workload as workload_module
-from fedbench.measure.workload import Workload, measure_workload
+from fedbench.measure.workload import measure_workload
 from fedbench.paths import cache_dir
 
 

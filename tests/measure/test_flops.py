@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from fedbench.core.workload import OP_CLASSES, OpCost, Workload
 from fedbench.measure.opclasses import classify
-from fedbench.measure.workload import OP_CLASSES, OpCost, Workload, measure_workload
+from fedbench.measure.workload import measure_workload
 
 B = 4
 

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from fedbench.devices.meter import Cost, DeviceState
+from fedbench.core.device import DeviceState, Traits
+from fedbench.core.meter import Cost
 from fedbench.population.meter import comm_energy_j, comm_s, vary
-from fedbench.population.traits import Traits
 from fedbench.population.windows import DAY_S, Windows, advance, charging_seconds
 
 H = 3600.0

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedbench.devices.meter import Cost, DeviceState
+from fedbench.core.device import DeviceState
+from fedbench.core.meter import Cost
 from fedbench.fleet import expand_fleet
 from fedbench.ledger import Ledger
 from fedbench.models import build_model

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fedbench.devices.meter import DeviceState
+from fedbench.core.device import DeviceState, Traits
 from fedbench.errors import FedbenchError
-from fedbench.population.traits import Traits
 from fedbench.protocol import TrainTask, tasks_from, tasks_record
 
 

@@ -7,8 +7,8 @@ import subprocess
 from datetime import datetime
 from pathlib import Path
 
+from fedbench.core.records import RoundReport
 from fedbench.report.provenance import NOT_GIT, git_commit, provenance
-from fedbench.report.records import RoundReport
 from fedbench.report.writer import DayResult, RunWriter
 
 REPO = Path(__file__).resolve().parents[2]

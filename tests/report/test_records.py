@@ -5,8 +5,8 @@ import math
 import pytest
 from flwr.app import ConfigRecord
 
+from fedbench.core.records import CSV_FIELDS, RoundReport, from_record, to_record, to_row
 from fedbench.errors import FedbenchError
-from fedbench.report.records import CSV_FIELDS, RoundReport, from_record, to_record, to_row
 
 
 def _report(**kw: object) -> RoundReport:

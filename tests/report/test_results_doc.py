@@ -13,8 +13,8 @@ from fedbench.analyze import load_run
 from fedbench.analyze.rounds import ROUNDS_SUMMARY_COLUMNS, rounds_summary
 from fedbench.analyze.runs import SERVER_ROUND_COLUMNS
 from fedbench.analyze.tables import RunRow, StrategyRow
-from fedbench.report import records
-from fedbench.report.records import CSV_FIELDS, RoundReport
+from fedbench.core import records
+from fedbench.core.records import CSV_FIELDS, RoundReport
 from fedbench.report.writer import DayResult, RunWriter
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "results.md"

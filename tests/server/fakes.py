@@ -19,10 +19,11 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg, Strategy
 
 from fedbench.client.group import group_mod
+from fedbench.core.records import RoundReport, to_record
 from fedbench.fleet import expand_fleet
 from fedbench.ledger import Ledger
 from fedbench.protocol import REPORT, TASK, tasks_from
-from fedbench.report.records import RoundReport, to_record
+from fedbench.runtime.seating import PooledSeating
 from fedbench.scenarios.base import RoundSpec
 from fedbench.server.close.base import RoundClose
 from fedbench.server.close.wait_all import WaitForAll
@@ -31,7 +32,6 @@ from fedbench.server.evaluation import Evaluator, NoEvaluation
 from fedbench.server.fleet_strategy import FleetStrategy
 from fedbench.server.loop import LoopParts, LoopState, RoundLoop, ServerHook
 from fedbench.server.modes import RunMode, Synchronous
-from fedbench.server.seating import PooledSeating
 from strategies.random import RandomSelection
 from tests.helpers import task_identity
 

@@ -18,9 +18,9 @@ import pytest
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 
+from fedbench.core.records import RoundReport, from_record, to_record
 from fedbench.experiment.schema import DefenseConfig
 from fedbench.protocol import REPORT
-from fedbench.report.records import RoundReport, from_record, to_record
 from fedbench.server.defense import CostBounds, Defense, bounds_for, check_costs
 from fedbench.server.loop import LoopState, RoundOutcome
 from tests.server.fakes import Device, Recorder, build_loop, device, spec, weights

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import yaml
 
+from fedbench.core.device import DeviceSpec
 from fedbench.errors import FedbenchError
-from fedbench.fleet import DeviceSpec
 from fedbench.ledger import Ledger
 from fedbench.models import build_model
 from fedbench.paths import profiles_dir

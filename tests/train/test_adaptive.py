@@ -9,11 +9,11 @@ import pytest
 import torch
 from torch import nn
 
+from fedbench.core.plans import FULL, Plan, PlanLog
 from fedbench.data.source import Tensors
 from fedbench.train.adaptive import Adaptation, memoised
 from fedbench.train.loop import TrainParams, step_sizes, train_local
 from fedbench.train.planner import PlanChoice, choose_plan
-from fedbench.train.plans import FULL, Plan, PlanLog
 from tests.train.nets import Trunked, batch
 
 PARAMS = TrainParams(batch_size=8, local_epochs=2, lr=0.05, momentum=0.9, weight_decay=5e-4)

@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch import nn
 
+from fedbench.core.plans import FULL, Plan
 from fedbench.measure.checkpointing import apply_checkpointing
 from fedbench.train.execute import PlanRunner
-from fedbench.train.plans import FULL, Plan
 from tests.train.nets import Trunked, batch, sequential_net
 
 PLANS = [Plan(4), Plan(1, 3), Plan(4, 3), Plan(16, 8), Plan(2, 2)]

@@ -8,9 +8,10 @@ import pytest
 import torch
 from torch import nn
 
-from fedbench.measure.workload import Workload, measure_workload
+from fedbench.core.plans import FULL, Plan
+from fedbench.core.workload import Workload
+from fedbench.measure.workload import measure_workload
 from fedbench.train.planner import PlanChoice, choose_plan, segment_counts
-from fedbench.train.plans import FULL, Plan
 from tests.train.nets import Trunked
 
 SHAPE = (3, 16, 16)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from fedbench.core.plans import FULL, Plan, PlanLog, parse_plan
 from fedbench.errors import FedbenchError
-from fedbench.train.plans import FULL, Plan, PlanLog, parse_plan
 
 
 @pytest.mark.parametrize(

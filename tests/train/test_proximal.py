@@ -7,9 +7,9 @@ import copy
 import torch
 from torch import nn
 
+from fedbench.core.plans import Plan
 from fedbench.data.source import Tensors
 from fedbench.train.loop import TrainParams, train_local
-from fedbench.train.plans import Plan
 
 
 def _train(mu: float, plan: Plan | None = None) -> tuple[nn.Module, nn.Module]:

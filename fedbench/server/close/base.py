@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fedbench.report.records import RoundReport
+from fedbench.core.records import RoundReport
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from fedbench.core.records import RoundReport
 from fedbench.errors import FedbenchError
-from fedbench.report.records import RoundReport
 from fedbench.server.close.base import Closing, RoundClose, arrival_s, check_deadline, longest
 
 

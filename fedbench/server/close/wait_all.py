@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from fedbench.report.records import RoundReport
+from fedbench.core.records import RoundReport
 from fedbench.server.close.base import Closing, RoundClose, longest
 
 

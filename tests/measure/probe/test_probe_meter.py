@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from fedbench.devices.meter import Meter, TrainJob
+from fedbench.core.meter import Meter, TrainJob
 from fedbench.devices.probe_meter import ProbeMeter
 from fedbench.errors import FedbenchError
 from fedbench.measure.probe import PowerSource, default_sources
@@ -128,7 +128,7 @@ def test_probe_meter_rejects_a_bad_interval() -> None:
 def test_physical_budget_is_the_memory_available_now() -> None:
     import psutil
 
-    from fedbench.devices.meter import TrainJob
+    from fedbench.core.meter import TrainJob
     from fedbench.devices.probe_meter import ProbeMeter
 
     job = TrainJob("small_cnn", (3, 32, 32), (8,), 1000, 0.0, None)

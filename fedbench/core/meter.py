@@ -1,0 +1,154 @@
+"""The meter: the one seam between emulated and physical devices.
+
+A ClientApp trains for real on every device; what differs is who says what
+that training cost. On a physical device a probe reads sensors around the
+real training; on an emulated device the emulator computes the cost of the
+same work from the device profile. Both return a `Cost`, which fills the
+cost fields of the RoundReport. The implementations are in fedbench.devices
+(`make_meter` in fedbench.devices.meters picks one per device); no other
+module branches on the device kind.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+
+import torch
+
+from fedbench.core.device import DeviceState
+from fedbench.core.plans import FULL, Plan, PlanLog
+from fedbench.core.workload import Workload
+
+
+@dataclass(frozen=True)
+class TrainJob:
+    """What the client is about to train, as the meter needs to know it."""
+
+    model_name: str
+    input_shape: tuple[int, ...]  # one example, e.g. (3, 32, 32)
+    batch_sizes: tuple[int, ...]  # the size of every optimizer step, in order
+    model_bytes: int  # bytes of the weights sent down and up (network time)
+    now_s: float  # the server's virtual clock when the round started
+    state: DeviceState | None  # the device's last known emulated state, if any
+    plan: Plan = FULL  # the memory plan every step starts with (fedbench.core.plans)
+    # Filled by the training loop when it may re-plan mid-round: which plan ran
+    # which steps (the meter costs each part).
+    plan_log: PlanLog | None = field(default=None, compare=False)
+
+    @property
+    def plan_label(self) -> str:
+        """The plan(s) the job ran, e.g. "bs32" or "bs32>4x8+ckpt4"."""
+        if not self.batch_sizes:
+            return ""
+        bs = max(self.batch_sizes)
+        log = self.plan_log
+        return log.label(bs) if log is not None and log.runs else self.plan.name(bs)
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The cost fields of a RoundReport, as a meter measured or computed them."""
+
+    status: str = "ok"
+    reason: str = ""
+    latency_s: float = math.nan
+    comm_s: float = math.nan
+    energy_j: float = math.nan
+    avg_power_w: float = math.nan
+    peak_mem_mb: float = math.nan
+    mem_budget_mb: float = math.nan
+    plan: str = ""
+    temp_c_start: float = math.nan
+    temp_c_end: float = math.nan
+    freq_ghz_avg: float = math.nan
+    throttled_frac: float = math.nan
+    battery_pct: float = math.nan
+    state_after: DeviceState | None = None
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class WatchJob:
+    """What a meter knows of training it watches but did not plan (a user's train handler)."""
+
+    model_name: str  # a label for the workload (the app's name)
+    model_bytes: int  # bytes of the weights the message carried down (network time)
+    now_s: float  # the server's virtual clock when the device starts
+    state: DeviceState | None  # the device's last known emulated state, if any
+
+
+class Watch(AbstractContextManager["Watch"]):
+    """A meter watching one call; after it, `cost()` says what the call cost."""
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    @abstractmethod
+    def cost(self) -> Cost: ...
+
+
+class WallClockWatch(Watch):
+    """The host's own wall clock around the call: the baseline watch."""
+
+    def __enter__(self) -> WallClockWatch:
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.elapsed = time.perf_counter() - self.start
+
+    def cost(self) -> Cost:
+        return Cost(latency_s=self.elapsed)
+
+
+class Meter(ABC):
+    """Measures (or computes) what a training job costs on one device.
+
+    Two ways in: `measure` costs training the caller planned (fedbench's own
+    ClientApp: a TrainJob with its memory plan); `watch` costs whatever a
+    call executes (any Flower ClientApp under fedbench's device mod).
+    """
+
+    kind: str = "host"
+    # The optimizer key (fedbench.measure.step.OPTIMIZERS) the meter's
+    # workloads are measured with; the memory planner measures with it too.
+    optimizer: str = "sgd_momentum"
+
+    def budget_mb(self, job: TrainJob) -> float | None:
+        """MB the device leaves to training when the job starts; None: no limit."""
+        return None
+
+    def budget_fn(self, model: torch.nn.Module, job: TrainJob) -> Callable[[int], float] | None:
+        """The budget before each optimizer step, if it may change mid-round; else None."""
+        return None
+
+    def time_fn(self) -> Callable[[Workload], float] | None:
+        """A workload's optimizer-step time on this device (the planner ranks plans by it)."""
+        return None
+
+    def holds_fn(self) -> Callable[[Workload], bool] | None:
+        """Whether this device keeps a workload's resident set in RAM (None: not known)."""
+        return None
+
+    @abstractmethod
+    def measure(
+        self, model: torch.nn.Module, job: TrainJob, train: Callable[[], float]
+    ) -> tuple[float | None, Cost]:
+        """Run `train` (which returns the mean training loss) and cost it.
+
+        A meter may decline to run `train` - e.g. the emulator predicts the
+        plan does not fit the device's memory - and then returns
+        `(None, cost)` with a non-ok status.
+        """
+
+    def watch(self, job: WatchJob) -> Watch:
+        """A context manager that costs the call it surrounds (default: wall clock)."""
+        return WallClockWatch()
