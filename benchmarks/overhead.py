@@ -58,7 +58,8 @@ def fedbench_rounds(devices: int, rounds: int, out: Path) -> tuple[list[float], 
 
 def plain_rounds(experiment: Experiment, devices: int, rounds: int) -> list[float]:
     from fedbench.client.handler import train_params
-    from fedbench.experiment.build import build_model, build_scenario
+    from fedbench.experiment.build import build_model
+    from fedbench.scenarios.base import build_scenario
     from fedbench.scenarios.context import data_context
     from fedbench.train.average import weighted_state
     from fedbench.train.loop import train_local

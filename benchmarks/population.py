@@ -23,9 +23,9 @@ import yaml
 
 from fedbench.cli.grammar import Grammar, Key, parse_int
 from fedbench.devices.profile import load_profile
+from fedbench.experiment.fleet import expand_fleet
 from fedbench.experiment.population import PopulationConfig
 from fedbench.experiment.typed import parse
-from fedbench.fleet import expand_fleet
 from fedbench.paths import conf_dir
 from fedbench.population.draw import draw
 from fedbench.population.windows import DAY_S, advance

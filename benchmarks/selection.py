@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from fedbench.core.device import DeviceSpec
 from fedbench.core.records import RoundReport
-from fedbench.fleet import expand_fleet
+from fedbench.experiment.fleet import expand_fleet
 from fedbench.ledger import Ledger
 from fedbench.paths import conf_dir
 from strategies.base import SelectionStrategy

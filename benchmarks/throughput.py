@@ -131,8 +131,9 @@ def _experiment(config: list[str]) -> object:
 
 def _clients(experiment: object) -> tuple[object, object, object, object]:
     from fedbench.client.handler import train_params
-    from fedbench.experiment.build import build_model, build_scenario
-    from fedbench.fleet import expand_fleet
+    from fedbench.experiment.build import build_model
+    from fedbench.experiment.fleet import expand_fleet
+    from fedbench.scenarios.base import build_scenario
     from fedbench.scenarios.context import data_context
 
     devices = expand_fleet(experiment.fleet)  # type: ignore[attr-defined]

@@ -29,7 +29,6 @@ from omegaconf import DictConfig
 
 from fedbench.cli import help as main_help
 from fedbench.errors import FedbenchError
-from fedbench.experiment.build import build_runtime
 from fedbench.experiment.compose import experiment_from, resolve
 from fedbench.experiment.schema import MAX_SEED, Experiment
 from fedbench.preflight import preflight, targets
@@ -38,6 +37,7 @@ from fedbench.report.progress import console
 from fedbench.report.provenance import COMMAND_ENV
 from fedbench.report.writer import ROUNDS_CSV, SUMMARY_JSON
 from fedbench.resume import resumed_experiment
+from fedbench.runtime.base import Apps, build_runtime
 from fedbench.server.checkpoint import CHECKPOINT
 
 EXIT_USER_ERROR, EXIT_RUN_FAILED = 2, 1
@@ -91,7 +91,11 @@ def _start(experiment: Experiment, run_dir: Path, resume: bool) -> None:
     if not resume:
         config = yaml.safe_dump(experiment.to_config(), sort_keys=False)
         (run_dir / "config.yaml").write_text(config)
-    build_runtime(experiment).run(experiment, run_dir)
+    from fedbench.client.app import app as client_app
+    from fedbench.server.app import make_server_app
+
+    apps = Apps(server=make_server_app(experiment), client=client_app)
+    build_runtime(experiment).run(experiment, run_dir, apps)
 
 
 def check_seed(seed: object) -> None:

@@ -16,16 +16,13 @@ from hydra.errors import InstantiationException
 
 from fedbench.devices.meters import make_meter
 from fedbench.errors import FedbenchError
-from fedbench.experiment.build import (
-    build_algorithm,
-    build_close,
-    build_model,
-    build_runtime,
-    build_scenario,
-    build_selector,
-)
+from fedbench.experiment.build import build_algorithm, build_model
+from fedbench.experiment.fleet import expand_fleet
 from fedbench.experiment.schema import Experiment
-from fedbench.fleet import expand_fleet
+from fedbench.runtime.base import build_runtime
+from fedbench.scenarios.base import build_scenario
+from fedbench.server.close.base import build_close
+from strategies.base import build_selector
 
 
 def targets(config: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, str]]:

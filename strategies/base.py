@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 
 from fedbench.errors import FedbenchError
+from fedbench.experiment.build import built
+from fedbench.experiment.schema import Experiment
 from fedbench.ledger import Ledger
 
 
@@ -100,3 +102,13 @@ class SelectionStrategy(ABC):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rng.bit_generator.state = state["rng"]
+
+
+def build_selector(experiment: Experiment) -> SelectionStrategy:
+    """The experiment's selector (`strategy=`), refused unless it is a SelectionStrategy."""
+    return built(
+        experiment.strategy,
+        SelectionStrategy,
+        "a device-selection strategy (strategies.base.SelectionStrategy); "
+        "Flower strategies go in algorithm=",
+    )

@@ -39,7 +39,7 @@ def _profile(tmp: Path, edit: Callable[[dict], None]) -> object:
 
 
 def _fleet(fleet: dict) -> Callable[[Path], object]:
-    from fedbench.fleet import expand_fleet
+    from fedbench.experiment.fleet import expand_fleet
 
     return lambda tmp: expand_fleet(fleet)
 
@@ -522,7 +522,7 @@ CASES: tuple[Case, ...] = (
     Case(
         "round-close-deadline",
         "`round_close=deadline round_close.deadline_s=-1`",
-        lambda t: __import__("fedbench.experiment.build", fromlist=["x"]).build_close(
+        lambda t: __import__("fedbench.server.close.base", fromlist=["x"]).build_close(
             _typed(["round_close=deadline", "round_close.deadline_s=-1"])
         ),
         ("round_close.deadline_s=-1", "> 0"),
@@ -530,7 +530,7 @@ CASES: tuple[Case, ...] = (
     Case(
         "runtime-timeout",
         "`runtime.round_timeout_s=0`",
-        lambda t: __import__("fedbench.experiment.build", fromlist=["x"]).build_runtime(
+        lambda t: __import__("fedbench.runtime.base", fromlist=["x"]).build_runtime(
             _typed(["runtime.round_timeout_s=0"])
         ),
         ("runtime.round_timeout_s=0", "> 0"),

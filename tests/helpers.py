@@ -58,7 +58,7 @@ def train_message(
     from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 
     from fedbench.experiment.codec import to_json
-    from fedbench.fleet import expand_fleet
+    from fedbench.experiment.fleet import expand_fleet
     from fedbench.protocol import TASK, TrainTask, tasks_record
 
     task_identity()

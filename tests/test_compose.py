@@ -11,17 +11,15 @@ from hydra import compose, initialize_config_module
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
-from fedbench.experiment.build import (
-    build_algorithm,
-    build_close,
-    build_runtime,
-    build_scenario,
-    build_selector,
-)
+from fedbench.experiment.build import build_algorithm
 from fedbench.experiment.codec import from_json, to_json
 from fedbench.experiment.compose import REQUIRED_GROUPS, experiment_from, resolve
 from fedbench.experiment.schema import Experiment
 from fedbench.paths import conf_dir
+from fedbench.runtime.base import build_runtime
+from fedbench.scenarios.base import build_scenario
+from fedbench.server.close.base import build_close
+from strategies.base import build_selector
 
 GROUPS = REQUIRED_GROUPS
 EXPERIMENTS = sorted(p.stem for p in (conf_dir() / "experiment").glob("*.yaml"))

@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 
 from fedbench.errors import FedbenchError
-from fedbench.fleet import expand_fleet
+from fedbench.experiment.fleet import expand_fleet
 
 
 def test_expansion_names_and_indices() -> None:

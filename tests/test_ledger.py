@@ -6,7 +6,7 @@ import numpy as np
 
 from fedbench.core.device import DeviceState
 from fedbench.core.records import RoundReport
-from fedbench.fleet import expand_fleet
+from fedbench.experiment.fleet import expand_fleet
 from fedbench.ledger import STATUS_CODE, Ledger
 
 

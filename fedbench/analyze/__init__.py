@@ -13,6 +13,7 @@ every file and column.
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -65,6 +66,7 @@ __all__ = [
     "ROUNDS_SUMMARY_CSV",
     "RUN_FIGURES",
     "Run",
+    "analyze_finished",
     "analyze_run",
     "compare",
     "find_run_dirs",
@@ -97,6 +99,19 @@ def analyze_run(run_dir: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
     note = f"; not drawn: {', '.join(skipped)}" if skipped else ""
     console.line(f"{shown} figures -> {run_dir / FIGURES_DIR}{note}")
     return written
+
+
+def analyze_finished(run_dir: Path) -> None:
+    """`analyze_run` at the end of a run: a failure is printed, never raised.
+
+    The analysis reads only the files (as `python -m fedbench.analyze` would
+    later); a figure must not turn a finished run into a failed one.
+    """
+    try:
+        analyze_run(run_dir)
+    except Exception as exc:
+        console.record(traceback.format_exc())
+        console.line(f"analysis of {run_dir} failed: {type(exc).__name__}: {exc}")
 
 
 def compare(

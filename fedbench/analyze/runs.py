@@ -108,7 +108,7 @@ class Run:
     server_rows: tuple[dict[str, str], ...] | None = field(default=None, repr=False)
     durations: np.ndarray = field(default_factory=lambda: np.zeros(1), repr=False)
     round_energy: np.ndarray = field(default_factory=lambda: np.zeros(1), repr=False)
-    # ARMS, dotted key -> value, e.g. {"mode._target_": "fedbench.server.modes.FedBuff"}
+    # ARMS, dotted key -> value, e.g. {"mode._target_": "fedbench.server.fedbuff.FedBuff"}
     arms: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -219,7 +219,7 @@ def fleet_devices(config: dict[str, Any], rows: list[dict[str, str]]) -> tuple[s
     names: list[str] = []
     fleet = config.get("fleet")
     if isinstance(fleet, dict):
-        from fedbench.fleet import expand_fleet
+        from fedbench.experiment.fleet import expand_fleet
 
         try:
             names = [d.name for d in expand_fleet(fleet)]

@@ -20,7 +20,8 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from fedbench.characterize.device import THIS, HostOptions, open_device
+from fedbench.characterize.device import THIS, HostOptions
+from fedbench.characterize.open import open_device
 from fedbench.characterize.output import StudyResult, write_meta
 from fedbench.characterize.progress import ShownDevice
 from fedbench.characterize.registry import build_study, params_of, study_config, study_names

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from fedbench.characterize.models import ModelRef
 from fedbench.characterize.workloads import WorkloadBook
 from fedbench.core.workload import Workload
-from fedbench.errors import FedbenchError, choices, closest
 
 THIS = "this"
 PRIORITIES: tuple[str, ...] = ("alone", "foreground", "background")
@@ -122,34 +121,3 @@ class HostOptions:
 
 
 PROCESSORS: tuple[str, ...] = ("cpu", "gpu")
-
-
-def open_device(name: str, book: WorkloadBook, host: HostOptions, processor: str = "cpu") -> Device:
-    """`this` or a profile name; `processor=gpu` trains on the profile's GPU."""
-    if processor not in PROCESSORS:
-        raise FedbenchError(f"processor={processor!r}: valid: {choices(PROCESSORS)}")
-    if name == THIS:
-        if processor != "cpu":
-            raise FedbenchError(
-                f"processor={processor}: only for emulated profiles with a GPU; "
-                f"device={THIS} measures this host's CPU"
-            )
-        from fedbench.characterize.host import HostDevice
-
-        return HostDevice(book, host)
-    from fedbench.characterize.emulated import EmulatedDevice
-    from fedbench.devices.profile import load_profile, profile_names
-
-    names = profile_names()
-    if name not in names:
-        raise FedbenchError(
-            f"device={name!r}: no such profile{closest(name, names)}; "
-            f"valid: {THIS}, {choices(names)}"
-        )
-    profile = load_profile(name)
-    if processor == "gpu" and profile.gpu is None:
-        with_gpu = [n for n in names if load_profile(n).gpu is not None]
-        raise FedbenchError(
-            f"processor=gpu: profile {name} has no GPU; profiles with one: {choices(with_gpu)}"
-        )
-    return EmulatedDevice(book, profile, processor)

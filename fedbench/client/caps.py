@@ -31,7 +31,7 @@ import torch
 from fedbench.client.seat import Seat
 from fedbench.devices.budget import budget_at
 from fedbench.devices.emulated_meter import EmulatedMeter
-from fedbench.experiment.build import build_runtime
+from fedbench.runtime.base import build_runtime
 from fedbench.runtime.limits import cgroup_parent, make_cgroup
 
 MB = 1 << 20

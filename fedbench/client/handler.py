@@ -31,9 +31,10 @@ from fedbench.core.plans import FULL
 from fedbench.data.source import Tensors
 from fedbench.devices.emulated_meter import EmulatedMeter
 from fedbench.errors import FedbenchError
-from fedbench.experiment.build import build_model, build_scenario
+from fedbench.experiment.build import build_model
 from fedbench.experiment.schema import Experiment, ModelConfig
 from fedbench.protocol import METRICS, NUM_EXAMPLES
+from fedbench.scenarios.base import build_scenario
 from fedbench.scenarios.context import data_context
 from fedbench.train.batched import batchable, batching_pays, train_batched
 from fedbench.train.loop import TrainParams, step_sizes, train_local

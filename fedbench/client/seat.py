@@ -28,8 +28,8 @@ from fedbench.devices.meters import PHYSICAL, make_meter
 from fedbench.errors import FedbenchError
 from fedbench.experiment.build import workload_optimizer
 from fedbench.experiment.codec import EXPERIMENT_KEY, from_json
+from fedbench.experiment.fleet import expand_fleet
 from fedbench.experiment.schema import Experiment
-from fedbench.fleet import expand_fleet
 from fedbench.protocol import TASK, TrainTask, tasks_from
 
 # Node config keys of a physical device (python -m fedbench.device).

@@ -1,6 +1,6 @@
 """A fleet device: who it is, the state it carries between rounds, and its draw.
 
-`DeviceSpec` is one device of the expanded fleet (fedbench.fleet): its index
+`DeviceSpec` is one device of the expanded fleet (fedbench.experiment.fleet): its index
 is its position - the partition of the data it holds and its row in the
 ledger. `DeviceState` is what an emulated device carries from one round to
 the next (the server's ledger keeps it). `Traits` is one population

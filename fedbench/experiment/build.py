@@ -1,12 +1,16 @@
-"""Objects an experiment names, built from its typed groups (every `_target_` here).
+"""Objects an experiment names, built from its typed groups.
 
-The server, the clients and preflight build through these functions, so a
-group is turned into its object in one way only.
+Every `_target_` group is built through `built`, so a group is turned into
+its object in one way only. The function that builds a fedbench group sits
+beside the group's base class, so this layer imports none of them:
+`fedbench.runtime.base.build_runtime`, `fedbench.scenarios.base.build_scenario`,
+`strategies.base.build_selector`, `fedbench.server.close.base.build_close`,
+`fedbench.server.modes.build_mode`. Flower's strategies (`build_algorithm`)
+and fedbench's models are built here.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -18,12 +22,6 @@ from fedbench.experiment.target import Target
 
 if TYPE_CHECKING:
     from flwr.serverapp.strategy import Strategy
-
-    from fedbench.runtime.base import Runtime
-    from fedbench.scenarios.base import Scenario
-    from fedbench.server.close.base import RoundClose
-    from fedbench.server.modes import RunMode
-    from strategies.base import SelectionStrategy
 
 
 def workload_optimizer(train: TrainConfig) -> str:
@@ -40,30 +38,12 @@ def build_model(model: ModelConfig) -> nn.Module:
     return build_from_config(model.to_plain())
 
 
-def _built(target: Target, kind: type, what: str) -> Any:
+def built(target: Target, kind: type, what: str) -> Any:
     """`target` built, refused with a clear error if it is not a `kind` (`what`)."""
-    built = target.build()
-    if not isinstance(built, kind):
+    obj = target.build()
+    if not isinstance(obj, kind):
         raise FedbenchError(f"{target.where}._target_={target.target}: not {what}")
-    return built
-
-
-@functools.lru_cache(maxsize=8)
-def build_runtime(experiment: Experiment) -> Runtime:
-    from fedbench.runtime.base import Runtime
-
-    return _built(experiment.runtime, Runtime, "a fedbench runtime (fedbench.runtime)")
-
-
-def build_selector(experiment: Experiment) -> SelectionStrategy:
-    from strategies.base import SelectionStrategy
-
-    return _built(
-        experiment.strategy,
-        SelectionStrategy,
-        "a device-selection strategy (strategies.base.SelectionStrategy); "
-        "Flower strategies go in algorithm=",
-    )
+    return obj
 
 
 def build_algorithm(experiment: Experiment) -> Strategy:
@@ -75,30 +55,8 @@ def build_algorithm(experiment: Experiment) -> Strategy:
     level = flwr_logger.level
     flwr_logger.setLevel(logging.ERROR)
     try:
-        return _built(
+        return built(
             experiment.algorithm, Strategy, "a Flower strategy (flwr.serverapp.strategy.Strategy)"
         )
     finally:
         flwr_logger.setLevel(level)
-
-
-def build_close(experiment: Experiment) -> RoundClose:
-    from fedbench.server.close.base import RoundClose
-
-    return _built(
-        experiment.round_close, RoundClose, "a round-close policy (fedbench.server.close)"
-    )
-
-
-@functools.lru_cache(maxsize=8)
-def build_mode(experiment: Experiment) -> RunMode:
-    from fedbench.server.modes import RunMode
-
-    return _built(experiment.mode, RunMode, "a run mode (fedbench.server.modes)")
-
-
-@functools.lru_cache(maxsize=8)
-def build_scenario(experiment: Experiment) -> Scenario:
-    from fedbench.scenarios.base import Scenario
-
-    return _built(experiment.scenario, Scenario, "a fedbench scenario (fedbench.scenarios)")

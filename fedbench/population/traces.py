@@ -22,7 +22,7 @@ import csv
 import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 
@@ -31,7 +31,26 @@ from fedbench.population.windows import Windows
 
 if TYPE_CHECKING:
     from fedbench.experiment.population import TraceConfig
-    from fedbench.population.draw import Population
+
+
+class Traced(Protocol):
+    """What traces replace of a drawn population (fedbench.population.draw.Population)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def speed(self) -> np.ndarray: ...
+    @property
+    def down_mbps(self) -> np.ndarray: ...
+    @property
+    def up_mbps(self) -> np.ndarray: ...
+    @property
+    def rtt_ms(self) -> np.ndarray: ...
+    @property
+    def windows(self) -> Windows: ...
+
+
+Population = TypeVar("Population", bound=Traced)
 
 AVAILABILITY = ("device", "start_s", "end_s", "state")
 CAPACITY = ("device", "speed", "down_mbps", "up_mbps")
@@ -144,7 +163,7 @@ def _capacity(pop: Population, path: str, names: Sequence[str]) -> Population:
     return dataclasses.replace(pop, **changed)  # type: ignore[arg-type]
 
 
-def _availability(pop: Population, path: str, names: Sequence[str]) -> Windows:
+def _availability(pop: Traced, path: str, names: Sequence[str]) -> Windows:
     key = "fleet.population.trace.availability"
     table = read_table(path, key, AVAILABILITY)
     idx = _indices(table["device"], names, key)

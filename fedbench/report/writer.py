@@ -2,8 +2,9 @@
 
 Rows are appended and flushed after every round and the summary is replaced
 atomically after every evaluation, so a run that fails late keeps what it
-measured; `finish` marks the summary completed or failed, stamps its end
-time and analyses the folder (fedbench.analyze: figures/, rounds_summary.csv).
+measured; `finish` marks the summary completed or failed and stamps its end
+time. The server then analyses the folder (fedbench.analyze.analyze_finished:
+figures/, rounds_summary.csv), which reads only these files.
 A figure nobody measured is null in summary.json, never 0 (docs/results.md).
 """
 
@@ -13,14 +14,12 @@ import csv
 import json
 import math
 import os
-import traceback
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from fedbench.core.records import CSV_FIELDS, STATUSES, UNPROFILED, RoundReport, to_row
-from fedbench.report.progress import console
 from fedbench.report.provenance import now, provenance
 
 ROUNDS_CSV = "rounds.csv"
@@ -125,24 +124,11 @@ class RunWriter:
         self.virtual_time_s = result.virtual_time_s
         self._write_summary("running", "")
 
-    def finish(self, status: str, error: str = "", plots: bool = True) -> dict[str, Any]:
-        """Mark the run completed or failed; with `plots`, write its figures and tables.
-
-        The analysis reads only the files (as `python -m fedbench.analyze` would
-        later); if it fails, the run's results stand and the reason is printed.
-        """
+    def finish(self, status: str, error: str = "") -> dict[str, Any]:
+        """Mark the run completed or failed; the summary as written."""
         self._csv.close()
         self.provenance["end_time"] = now()
-        summary = self._write_summary(status, error)
-        if plots:
-            from fedbench.analyze import analyze_run
-
-            try:
-                analyze_run(self.run_dir)
-            except Exception as exc:  # a figure must not turn a finished run into a failed one
-                console.record(traceback.format_exc())
-                console.line(f"analysis of {self.run_dir} failed: {type(exc).__name__}: {exc}")
-        return summary
+        return self._write_summary(status, error)
 
     def _flush(self) -> None:
         self._csv.flush()

@@ -1,17 +1,28 @@
-"""What every runtime is: where devices run, and the limits the server waits within."""
+"""What every runtime is: where devices run, and the limits the server waits within.
+
+A runtime starts the processes (Ray workers, SuperLink and SuperNodes) that
+run fedbench's Flower apps. The apps are the layer above (fedbench.server.app,
+fedbench.client.app): the entry point hands them to `Runtime.run` as `Apps`,
+and the server and the clients read the runtime's settings through
+`build_runtime`.
+"""
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fedbench.errors import FedbenchError
+from fedbench.experiment.build import built
 
 if TYPE_CHECKING:
-    from flwr.serverapp import Grid
+    from flwr.clientapp import ClientApp
+    from flwr.serverapp import Grid, ServerApp
 
     from fedbench.core.seating import Seating
     from fedbench.experiment.schema import Experiment
@@ -30,6 +41,19 @@ def check_reachable(address: str, key: str, hint: str, timeout_s: float = 5.0) -
     except OSError as exc:
         why = exc.strerror or type(exc).__name__
         raise FedbenchError(f"{key}={address}: nothing answers there ({why}); {hint}") from None
+
+
+@dataclass(frozen=True)
+class Apps:
+    """The Flower apps a run runs: its ServerApp and fedbench's ClientApp.
+
+    A runtime that runs them in its own process (simulation) takes these
+    objects; one whose nodes load them from the app bundle (deployment)
+    finds them there by name (fedbench.runtime.bundle).
+    """
+
+    server: ServerApp
+    client: ClientApp
 
 
 class Runtime(ABC):
@@ -67,8 +91,8 @@ class Runtime(ABC):
         """Checks that need the whole experiment, before anything starts."""
 
     @abstractmethod
-    def run(self, experiment: Experiment, run_dir: Path) -> None:
-        """Run the experiment to its end, leaving its results in `run_dir`."""
+    def run(self, experiment: Experiment, run_dir: Path, apps: Apps) -> None:
+        """Run the experiment's `apps` to its end, leaving its results in `run_dir`."""
 
     def announced_names(self, run_dir: Path) -> dict[str, str]:
         """Physical device -> the name its registered key was issued for (none here)."""
@@ -77,3 +101,9 @@ class Runtime(ABC):
     @abstractmethod
     def seating(self, grid: Grid, experiment: Experiment, run_dir: Path) -> Seating:
         """Which node carries each device's messages (called by the ServerApp)."""
+
+
+@functools.lru_cache(maxsize=8)
+def build_runtime(experiment: Experiment) -> Runtime:
+    """The experiment's runtime (`runtime=`), refused unless it is a fedbench Runtime."""
+    return built(experiment.runtime, Runtime, "a fedbench runtime (fedbench.runtime)")

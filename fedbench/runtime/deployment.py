@@ -55,10 +55,10 @@ from fedbench.core.device import DeviceSpec
 from fedbench.core.seating import Seating
 from fedbench.errors import FedbenchError
 from fedbench.experiment.codec import to_json
+from fedbench.experiment.fleet import expand_fleet
 from fedbench.experiment.schema import Experiment
-from fedbench.fleet import expand_fleet
 from fedbench.report.progress import console
-from fedbench.runtime.base import Runtime
+from fedbench.runtime.base import Apps, Runtime
 from fedbench.runtime.bundle import write_bundle
 from fedbench.runtime.flower import (
     ACTIVATED,
@@ -162,7 +162,8 @@ class DeploymentRuntime(Runtime):
 
     # -- the run ---------------------------------------------------------------
 
-    def run(self, experiment: Experiment, run_dir: Path) -> None:
+    def run(self, experiment: Experiment, run_dir: Path, apps: Apps) -> None:
+        # The nodes and the SuperExec load the apps from the bundle, by name (bundle.py).
         verbose = experiment.verbose
         devices = expand_fleet(experiment.fleet)
         slots = physical(devices)

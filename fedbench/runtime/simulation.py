@@ -26,12 +26,12 @@ from flwr.serverapp import Grid
 
 from fedbench.core.seating import Seating
 from fedbench.errors import FedbenchError
-from fedbench.experiment.build import build_selector
 from fedbench.experiment.schema import Experiment
-from fedbench.runtime.base import Runtime, check_reachable
+from fedbench.runtime.base import Apps, Runtime, check_reachable
 from fedbench.runtime.limits import ARENA_ENV
 from fedbench.runtime.logs import route_flower_logs
 from fedbench.runtime.seating import PooledSeating, wait_for_nodes
+from strategies.base import build_selector
 
 
 @dataclass(frozen=True)
@@ -77,12 +77,9 @@ class SimulationRuntime(Runtime):
         cpus = ray.cluster_resources().get("CPU") if ray.is_initialized() else None
         return max(1, int(cpus or os.cpu_count() or 1) // self.client_cpus)
 
-    def run(self, experiment: Experiment, run_dir: Path) -> None:
+    def run(self, experiment: Experiment, run_dir: Path, apps: Apps) -> None:
         import ray
         from flwr.simulation import run_simulation
-
-        from fedbench.client.app import app as client_app
-        from fedbench.server.app import make_server_app
 
         verbose = experiment.verbose
         handler = route_flower_logs(run_dir, verbose)
@@ -114,8 +111,8 @@ class SimulationRuntime(Runtime):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 run_simulation(
-                    server_app=make_server_app(experiment),
-                    client_app=client_app,
+                    server_app=apps.server,
+                    client_app=apps.client,
                     num_supernodes=self.nodes(experiment),
                     backend_config=backend,  # type: ignore[arg-type]
                     verbose_logging=verbose,

@@ -8,6 +8,7 @@ what a device trains on. Clients call `device_data`, the server calls
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from typing import TYPE_CHECKING
 
 from fedbench.data.source import Tensors
 from fedbench.errors import FedbenchError
+from fedbench.experiment.build import built
+from fedbench.experiment.schema import Experiment
 from fedbench.scenarios.context import DataContext
 
 if TYPE_CHECKING:
@@ -56,3 +59,9 @@ class Scenario(ABC):
     @abstractmethod
     def expected_examples(self, ctx: DataContext, device_index: int) -> int:
         """How many examples a round of this device trains on (for predictions)."""
+
+
+@functools.lru_cache(maxsize=8)
+def build_scenario(experiment: Experiment) -> Scenario:
+    """The experiment's scenario (`scenario=`), refused unless it is a fedbench Scenario."""
+    return built(experiment.scenario, Scenario, "a fedbench scenario (fedbench.scenarios)")

@@ -25,18 +25,12 @@ import numpy as np
 from flwr.app import ArrayRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
+from fedbench.analyze import analyze_finished
 from fedbench.core.device import DeviceSpec
 from fedbench.devices.meters import make_meter
-from fedbench.experiment.build import (
-    build_close,
-    build_mode,
-    build_runtime,
-    build_scenario,
-    build_selector,
-)
 from fedbench.experiment.codec import EXPERIMENT_KEY, from_json, to_json
+from fedbench.experiment.fleet import expand_fleet
 from fedbench.experiment.schema import Experiment
-from fedbench.fleet import expand_fleet
 from fedbench.ledger import Ledger
 from fedbench.report.integrity import RowsIntegrity, set_aside
 from fedbench.report.lock import RunLock
@@ -44,11 +38,14 @@ from fedbench.report.loggers import RunLogger, build_loggers
 from fedbench.report.progress import console
 from fedbench.report.server_rounds import SERVER_ROUNDS_CSV, ServerRoundsWriter
 from fedbench.report.writer import ROUNDS_CSV, SUMMARY_JSON, DayResult, RunWriter
+from fedbench.runtime.base import build_runtime
 from fedbench.runtime.launch import die_with_parent
+from fedbench.scenarios.base import build_scenario
 from fedbench.server import checkpoint
 from fedbench.server.apps import ServerSide, server_side
+from fedbench.server.close.base import build_close
 from fedbench.server.defense import Defense
-from fedbench.server.endings import COMPLETED, UpdateWatch, ending_of
+from fedbench.server.endings import COMPLETED, Ending, UpdateWatch, ending_of
 from fedbench.server.evaluation import Evaluator, accuracy_of, loss_of
 from fedbench.server.fleet_strategy import FleetStrategy, check_minimums
 from fedbench.server.fleet_view import FleetView
@@ -63,6 +60,8 @@ from fedbench.server.hooks import (
     progress,
 )
 from fedbench.server.loop import LoopParts, LoopState
+from fedbench.server.modes import build_mode
+from strategies.base import build_selector
 
 OVERRIDES_KEY = "fedbench-overrides"
 
@@ -180,7 +179,7 @@ def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, 
         ending = ending_of(exc)
         server_rounds.close()
         writer.meta["failure"] = ending.failure
-        writer.finish(ending.status, ending.error, plots=experiment.report.plots)
+        _finish(writer, ending, experiment.report.plots)
         raise
     finally:
         for logger in loggers:
@@ -188,11 +187,19 @@ def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, 
     server_rounds.close()
     ending = watch.ending()
     writer.meta["failure"] = ending.failure
-    summary = writer.finish(ending.status, ending.error, plots=experiment.report.plots)
+    summary = _finish(writer, ending, experiment.report.plots)
     if ending.status == COMPLETED:
         progress(f"done: {_result_line(summary, scenario.unit)} -> {run_dir}")
     else:
         progress(f"run {ending.status} ({ending.failure}): {ending.error} -> {run_dir}")
+    return summary
+
+
+def _finish(writer: RunWriter, ending: Ending, plots: bool) -> dict[str, Any]:
+    """The summary, marked with how the run ended; with `plots`, the folder's figures."""
+    summary = writer.finish(ending.status, ending.error)
+    if plots:
+        analyze_finished(writer.run_dir)
     return summary
 
 

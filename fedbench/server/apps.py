@@ -18,10 +18,11 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
 from fedbench.core.device import DeviceSpec
-from fedbench.experiment.build import build_algorithm, build_model, build_scenario
+from fedbench.experiment.build import build_algorithm, build_model
 from fedbench.experiment.schema import Experiment
 from fedbench.ledger import Ledger
 from fedbench.protocol import ARRAYS
+from fedbench.scenarios.base import build_scenario
 from fedbench.scenarios.context import data_context
 from fedbench.scenarios.pretrain import pretrained_state
 from fedbench.server.capture import Captured, capture

@@ -31,6 +31,7 @@ import statistics
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, MetricRecord, RecordDict
@@ -43,7 +44,7 @@ from fedbench.server.clock import EventClock
 from fedbench.server.close import WaitForAll
 from fedbench.server.close.base import Closing
 from fedbench.server.loop import LoopParts, LoopState, RoundLoop, RoundOutcome
-from fedbench.server.modes import FedBuff
+from fedbench.server.modes import RunMode
 from fedbench.server.replies import Reply, Sent
 
 Values = dict[str, np.ndarray]
@@ -66,6 +67,55 @@ class _Pending:
 
     spec: RoundSpec
     sent: list[Sent] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class FedBuff(RunMode):
+    """Buffered asynchronous aggregation (Nguyen et al., "Federated Learning with Buffered
+    Asynchronous Aggregation", AISTATS'22).
+
+    Up to `concurrency` devices train at once, each on the global model of its
+    start; the server aggregates every `buffer_size` arrivals, each update
+    weighted by its staleness s (the server versions since its device started):
+    `constant` 1, or `polynomial` 1 / (1 + s)^staleness_exponent (the paper's
+    1/sqrt(1+s) at 0.5). Updates staler than `max_staleness` are dropped
+    (status timeout). A device that finishes is replaced by the selector's
+    next pick. Clients send what the Flower strategy aggregates.
+    """
+
+    buffer_size: int = 10
+    concurrency: int | None = None  # None: the strategy's clients_per_round x (1 + overcommit)
+    staleness: Literal["constant", "polynomial"] = "polynomial"
+    staleness_exponent: float = 0.5
+    max_staleness: int | None = None
+
+    name = "fedbuff"
+
+    def __post_init__(self) -> None:
+        for key in ("buffer_size", "concurrency", "max_staleness"):
+            value = getattr(self, key)
+            if value is None and key != "buffer_size":
+                continue
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int)
+                or value < (key != "max_staleness")
+            ):
+                raise FedbenchError(f"mode.{key} must be a positive integer, got {value!r}")
+        if self.staleness not in ("constant", "polynomial"):
+            raise FedbenchError(f"mode.staleness={self.staleness!r}: valid: constant, polynomial")
+        exponent = self.staleness_exponent
+        if isinstance(exponent, bool) or not isinstance(exponent, (int, float)) or exponent < 0:
+            raise FedbenchError(f"mode.staleness_exponent must be >= 0, got {exponent!r}")
+
+    def weight(self, staleness: int) -> float:
+        """How much an update `staleness` versions old counts."""
+        if self.staleness == "constant":
+            return 1.0
+        return float((1.0 + staleness) ** -self.staleness_exponent)
+
+    def loop(self, parts: LoopParts) -> RoundLoop:
+        return FedBuffLoop(parts, self)
 
 
 # Virtual seconds without any device to pick before an asynchronous run gives up.

@@ -1,17 +1,20 @@
-"""How the server advances the global model (`mode=`): synchronous rounds or FedBuff.
+"""How the server advances the global model (`mode=`): the base, and synchronous rounds.
 
 A run mode is a small frozen dataclass of its parameters that builds the
 loop which runs it; the server assembly (fedbench.server.app) hands every
-mode the same parts.
+mode the same parts. A mode and its loop share a file: `Synchronous` and
+RoundLoop (fedbench.server.loop), `FedBuff` and FedBuffLoop
+(fedbench.server.fedbuff).
 """
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Literal
 
-from fedbench.errors import FedbenchError
+from fedbench.experiment.build import built
+from fedbench.experiment.schema import Experiment
 from fedbench.server.loop import LoopParts, RoundLoop
 
 
@@ -32,52 +35,7 @@ class Synchronous(RunMode):
         return RoundLoop(parts)
 
 
-@dataclass(frozen=True)
-class FedBuff(RunMode):
-    """Buffered asynchronous aggregation (Nguyen et al., "Federated Learning with Buffered
-    Asynchronous Aggregation", AISTATS'22).
-
-    Up to `concurrency` devices train at once, each on the global model of its
-    start; the server aggregates every `buffer_size` arrivals, each update
-    weighted by its staleness s (the server versions since its device started):
-    `constant` 1, or `polynomial` 1 / (1 + s)^staleness_exponent (the paper's
-    1/sqrt(1+s) at 0.5). Updates staler than `max_staleness` are dropped
-    (status timeout). A device that finishes is replaced by the selector's
-    next pick. Clients send what the Flower strategy aggregates.
-    """
-
-    buffer_size: int = 10
-    concurrency: int | None = None  # None: the strategy's clients_per_round x (1 + overcommit)
-    staleness: Literal["constant", "polynomial"] = "polynomial"
-    staleness_exponent: float = 0.5
-    max_staleness: int | None = None
-
-    name = "fedbuff"
-
-    def __post_init__(self) -> None:
-        for key in ("buffer_size", "concurrency", "max_staleness"):
-            value = getattr(self, key)
-            if value is None and key != "buffer_size":
-                continue
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int)
-                or value < (key != "max_staleness")
-            ):
-                raise FedbenchError(f"mode.{key} must be a positive integer, got {value!r}")
-        if self.staleness not in ("constant", "polynomial"):
-            raise FedbenchError(f"mode.staleness={self.staleness!r}: valid: constant, polynomial")
-        exponent = self.staleness_exponent
-        if isinstance(exponent, bool) or not isinstance(exponent, (int, float)) or exponent < 0:
-            raise FedbenchError(f"mode.staleness_exponent must be >= 0, got {exponent!r}")
-
-    def weight(self, staleness: int) -> float:
-        """How much an update `staleness` versions old counts."""
-        if self.staleness == "constant":
-            return 1.0
-        return float((1.0 + staleness) ** -self.staleness_exponent)
-
-    def loop(self, parts: LoopParts) -> RoundLoop:
-        from fedbench.server.fedbuff import FedBuffLoop
-
-        return FedBuffLoop(parts, self)
+@functools.lru_cache(maxsize=8)
+def build_mode(experiment: Experiment) -> RunMode:
+    """The experiment's run mode (`mode=`), refused unless it is a RunMode."""
+    return built(experiment.mode, RunMode, "a run mode (fedbench.server.modes)")

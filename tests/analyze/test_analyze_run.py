@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fedbench.analyze import RUN_FIGURES, analyze_run, load_run
+from fedbench.analyze import RUN_FIGURES, analyze_finished, analyze_run, load_run
 from fedbench.analyze.figures_run import start_label, step_name
 from fedbench.analyze.rounds import ROUNDS_SUMMARY_COLUMNS, rounds_summary
 from fedbench.analyze.runs import participation_fairness
@@ -78,6 +78,7 @@ def test_a_run_that_failed_before_any_round(tmp_path: Path) -> None:
 def test_a_run_folder_with_no_evaluation_at_all(tmp_path: Path) -> None:
     writer = RunWriter(tmp_path, {"name": "x", "num_devices": 1})
     writer.finish("failed", "RuntimeError: before day 0")
+    analyze_finished(tmp_path)  # what the server runs after it
     assert summary_rows(tmp_path) == [] and not (tmp_path / "figures").exists()
 
 
@@ -125,7 +126,7 @@ def test_fairness_counts_every_device_of_the_fleet(tmp_path: Path) -> None:
     assert participation_fairness(run) == pytest.approx(36 / 42)
 
 
-def test_runwriter_finish_analyses_its_folder(tmp_path: Path) -> None:
+def test_a_finished_run_is_analysed(tmp_path: Path) -> None:
     writer = RunWriter(tmp_path, {"name": "w", "num_devices": 2})
     writer.day(DayResult(0, 0, 0.2, 2.0, 0.0, 0.1))
     writer.rounds(
@@ -148,15 +149,16 @@ def test_runwriter_finish_analyses_its_folder(tmp_path: Path) -> None:
     )
     writer.day(DayResult(1, 1, 0.3, 1.5, 9.0, 1.0, 0.8))
     writer.finish("completed")
+    analyze_finished(tmp_path)  # what the server runs after it (report.plots=true)
     assert {"accuracy.png", "timeline.pdf", "thermal.png"} <= figures(tmp_path)
     (row,) = rounds_summary(load_run(tmp_path))
     assert (row["picked"], row["ok"], row["timeout"], row["energy_j"]) == (2, 1, 1, 3.0)
 
 
-def test_finish_without_plots_writes_no_figures(tmp_path: Path) -> None:
+def test_the_writer_alone_writes_no_figures(tmp_path: Path) -> None:
     writer = RunWriter(tmp_path, {"name": "w", "num_devices": 1})
     writer.day(DayResult(0, 0, 0.2, 2.0, 0.0, 0.1))
-    writer.finish("completed", plots=False)
+    writer.finish("completed")
     assert not (tmp_path / "figures").exists()
 
 

@@ -73,7 +73,7 @@ def test_sync_and_fedbuff_runs_are_arms_of_one_comparison(tmp_path: Path) -> Non
             "round_close": {"_target_": "x.close.Deadline", "deadline_s": 1.5},
         },
         "fedbuff": {  # its round_close did nothing (an async run) and must not label it
-            "mode": {"_target_": "fedbench.server.modes.FedBuff", "buffer_size": 5},
+            "mode": {"_target_": "fedbench.server.fedbuff.FedBuff", "buffer_size": 5},
             "round_close": {"_target_": "x.close.Deadline", "deadline_s": 1.5},
         },
     }

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from fedbench.characterize import run_study
-from fedbench.characterize.device import THIS, HostOptions, open_device
+from fedbench.characterize.device import THIS, HostOptions
+from fedbench.characterize.open import open_device
 from fedbench.characterize.output import number, read_csv
 from fedbench.characterize.registry import build_study
 from fedbench.characterize.studies.daily_accuracy import DailyAccuracy, read_run

@@ -10,7 +10,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
 
 from fedbench.core.records import from_record
 from fedbench.experiment.codec import to_json
-from fedbench.fleet import expand_fleet
+from fedbench.experiment.fleet import expand_fleet
 from fedbench.models import build_model
 from fedbench.protocol import REPORT, TASK, TrainTask, tasks_record, ungroup_all
 from tests.bad_inputs import _typed

@@ -83,7 +83,7 @@ def make_run(
         )
         clock += 100.0  # the clock need not equal the summed round time (daily: nights)
         writer.day(DayResult(r, r, accuracies[r], 1.0, clock, 0.0))
-    writer.finish(status, plots=False)
+    writer.finish(status)
     return folder
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from fedbench.core.device import DeviceState
 from fedbench.core.meter import Cost
-from fedbench.fleet import expand_fleet
+from fedbench.experiment.fleet import expand_fleet
 from fedbench.ledger import Ledger
 from fedbench.models import build_model
 from fedbench.population.meter import vary

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fedbench.population.describe import main
+from fedbench.fleet import main
 
 
 def test_describe_prints_every_distribution_and_writes_the_figure(

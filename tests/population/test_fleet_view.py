@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedbench.core.device import DeviceState
-from fedbench.fleet import expand_fleet
+from fedbench.experiment.fleet import expand_fleet
 from fedbench.ledger import Ledger
 from fedbench.models import build_model
 from fedbench.scenarios.daily import DailyScenario

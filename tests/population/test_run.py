@@ -84,7 +84,7 @@ def test_a_trace_drives_ten_days_of_batteries(tmp_path: Path) -> None:
 
 
 def _fleet_names(run: Path) -> list[str]:
-    from fedbench.fleet import expand_fleet
+    from fedbench.experiment.fleet import expand_fleet
 
     return [d.name for d in expand_fleet({"name": run.name, "devices": _groups(), "scale": 12})]
 

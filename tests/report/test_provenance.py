@@ -48,7 +48,7 @@ def test_summary_carries_provenance_and_the_end_time(tmp_path: Path) -> None:
     writer.day(DayResult(0, 0, 0.5, 1.0, 0.0, 0.0))
     running = json.loads((tmp_path / "summary.json").read_text())
     assert running["provenance"]["end_time"] is None
-    summary = json.loads(json.dumps(writer.finish("completed", plots=False)))
+    summary = json.loads(json.dumps(writer.finish("completed")))
     on_disk = json.loads((tmp_path / "summary.json").read_text())
     assert on_disk == summary
     start = datetime.fromisoformat(on_disk["provenance"]["start_time"])

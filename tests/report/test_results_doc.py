@@ -76,7 +76,7 @@ def test_every_rounds_summary_column_is_documented(tmp_path: Path) -> None:
     writer.day(DayResult(0, 0, 0.5, 1.0, 0.0, 0.0))
     writer.rounds([RoundReport(1, 1, 0, "rpi4-000", "rpi4", "emulated", "ok", energy_j=2.0)])
     writer.day(DayResult(1, 1, 0.6, 0.9, 10.0, 1.0, 0.5))
-    writer.finish("completed", plots=False)
+    writer.finish("completed")
     (row,) = rounds_summary(load_run(tmp_path))
     assert tuple(row) == ROUNDS_SUMMARY_COLUMNS
     missing = set(ROUNDS_SUMMARY_COLUMNS) - documented("rounds_summary.csv")
@@ -91,10 +91,10 @@ def test_every_summary_key_is_documented(tmp_path: Path) -> None:
     writer.rounds([RoundReport(1, 1, 0, "rpi4-000", "rpi4", "emulated", "ok", energy_j=2.0)])
     writer.day(DayResult(1, 1, 0.6, 0.9, 10.0, 1.0, 0.5))
     state = writer.state_dict()
-    writer.finish("completed", plots=False)
+    writer.finish("completed")
     resumed = RunWriter(tmp_path / "a", meta)  # a resumed run adds resumed_time
     resumed.load_state_dict(state)
-    summary = resumed.finish("completed", plots=False)
+    summary = resumed.finish("completed")
     keys = key_paths(json.loads(json.dumps(summary, default=str)))
     missing = keys - documented("summary.json")
     assert not missing, f"summary.json keys without an entry in docs/results.md: {sorted(missing)}"

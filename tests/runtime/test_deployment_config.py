@@ -14,15 +14,20 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from flwr.cli.supernode.register import try_load_public_key
 from flwr.common.config import parse_config_args
 
+from fedbench.client.app import app as client_app
 from fedbench.errors import FedbenchError
 from fedbench.experiment.codec import EXPERIMENT_KEY
+from fedbench.experiment.fleet import expand_fleet
 from fedbench.experiment.schema import Experiment
-from fedbench.fleet import expand_fleet
+from fedbench.runtime.base import Apps
 from fedbench.runtime.bundle import write_bundle
 from fedbench.runtime.deployment import DeploymentRuntime, _write_registered, registered_nodes
 from fedbench.runtime.flower import node_config_arg, write_run_config
 from fedbench.security import check_private_key, issue_node_key, issue_tls, read_public_key
+from fedbench.server.app import app as server_app
 from tests.bad_inputs import _typed
+
+APPS = Apps(server_app, client_app)  # a deployment's nodes load them from its bundle
 
 
 def test_bad_runtime_settings_are_refused_with_the_key() -> None:
@@ -45,11 +50,11 @@ def test_missing_physical_keys_fail_before_any_process(tmp_path: Path) -> None:
     runtime = DeploymentRuntime()
     exp = _experiment([{"profile": "rpi4", "count": 1}, {"profile": "physical", "count": 2}])
     with pytest.raises(FedbenchError, match="2 physical device.*lists 0 public key"):
-        runtime.run(exp, tmp_path)
+        runtime.run(exp, tmp_path, APPS)
     key = issue_node_key(tmp_path, "pi")
     twice = DeploymentRuntime(physical_keys=[str(key.public_key)] * 2)
     with pytest.raises(FedbenchError, match="lists a key twice"):
-        twice.run(exp, tmp_path)
+        twice.run(exp, tmp_path, APPS)
     rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     bad = tmp_path / "rsa.pub"
     bad.write_bytes(
@@ -59,7 +64,7 @@ def test_missing_physical_keys_fail_before_any_process(tmp_path: Path) -> None:
     )
     wrong = DeploymentRuntime(physical_keys=[str(bad), str(key.public_key)])
     with pytest.raises(FedbenchError, match="expected an EC key on a NIST curve"):
-        wrong.run(exp, tmp_path)
+        wrong.run(exp, tmp_path, APPS)
     assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
 
 

@@ -20,7 +20,7 @@ from flwr.serverapp.strategy import FedAvg, Strategy
 
 from fedbench.client.group import group_mod
 from fedbench.core.records import RoundReport, to_record
-from fedbench.fleet import expand_fleet
+from fedbench.experiment.fleet import expand_fleet
 from fedbench.ledger import Ledger
 from fedbench.protocol import REPORT, TASK, tasks_from
 from fedbench.runtime.seating import PooledSeating

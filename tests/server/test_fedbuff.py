@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from fedbench.server.close import Deadline
+from fedbench.server.fedbuff import FedBuff
 from fedbench.server.loop import LoopState
-from fedbench.server.modes import FedBuff
 from tests.server.fakes import Recorder, build_loop, device, spec, weights
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedbench.fleet import expand_fleet
+from fedbench.experiment.fleet import expand_fleet
 from fedbench.ledger import Ledger
 from strategies.power_of_choice import PowerOfChoice
 from strategies.tifl import TiFL

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from fedbench.errors import FedbenchError
-from fedbench.fleet import expand_fleet
+from fedbench.experiment.fleet import expand_fleet
 from fedbench.ledger import Ledger
 from strategies.random import RandomSelection
 

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fedbench.core.records import RoundReport
+from fedbench.experiment.build import built
+from fedbench.experiment.schema import Experiment
 
 
 @dataclass(frozen=True)
@@ -56,3 +58,10 @@ def check_deadline(deadline_s: float | None, where: str) -> float | None:
     if not math.isfinite(deadline_s) or deadline_s <= 0:
         raise FedbenchError(f"{where}={deadline_s!r}: must be finite and > 0")
     return float(deadline_s)
+
+
+def build_close(experiment: Experiment) -> RoundClose:
+    """The experiment's round-close policy (`round_close=`), refused unless it is one."""
+    return built(
+        experiment.round_close, RoundClose, "a round-close policy (fedbench.server.close)"
+    )

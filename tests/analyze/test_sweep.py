@@ -11,8 +11,8 @@ import pytest
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
 
+from fedbench.analyze.sweep import SweepProgress, job_count
 from fedbench.report.progress import console
-from fedbench.report.sweep import SweepProgress, job_count
 from tests.analyze.folders import emulated_rounds, make_folder
 
 
