@@ -16,8 +16,8 @@ from hydra.errors import InstantiationException
 
 from fedbench.devices.meters import make_meter
 from fedbench.errors import FedbenchError
-from fedbench.experiment.build import build_algorithm, build_model
-from fedbench.experiment.fleet import expand_fleet
+from fedbench.experiment.build import build_algorithm, build_model, workload_optimizer
+from fedbench.experiment.fleet import by_profile, expand_fleet
 from fedbench.experiment.schema import Experiment
 from fedbench.runtime.base import build_runtime
 from fedbench.scenarios.base import build_scenario
@@ -40,8 +40,9 @@ def preflight(experiment: Experiment) -> None:
     from fedbench.server.fleet_strategy import check_minimums
 
     devices = expand_fleet(experiment.fleet)
-    for profile in sorted({d.profile for d in devices}):
-        make_meter(profile, experiment.fleet.knobs)
+    first = by_profile(devices)
+    for profile in sorted(first):  # a bad profile or knob is refused here, not in a worker
+        make_meter(first[profile], experiment.fleet.knobs, workload_optimizer(experiment.train))
     selector = build_selector(experiment)
     selector.check_fleet(len(devices))
     check_minimums(build_algorithm(experiment), selector.clients_per_round)

@@ -45,9 +45,10 @@ def _fleet(fleet: dict) -> Callable[[Path], object]:
 
 
 def _meter(profile: str, knobs: dict | None = None) -> Callable[[Path], object]:
+    from fedbench.core.device import DeviceSpec, kind_of
     from fedbench.devices.meters import make_meter
 
-    return lambda tmp: make_meter(profile, knobs)
+    return lambda tmp: make_meter(DeviceSpec(0, "d", profile, kind_of(profile)), knobs)
 
 
 def _cifar(tmp: Path, damage: Callable[[Path], None]) -> object:

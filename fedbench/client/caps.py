@@ -29,8 +29,6 @@ from pathlib import Path
 import torch
 
 from fedbench.client.seat import Seat
-from fedbench.devices.budget import budget_at
-from fedbench.devices.emulated_meter import EmulatedMeter
 from fedbench.runtime.base import build_runtime
 from fedbench.runtime.limits import cgroup_parent, make_cgroup
 
@@ -40,16 +38,14 @@ MB = 1 << 20
 @contextlib.contextmanager
 def capped(seat: Seat) -> Iterator[None]:
     runtime = build_runtime(seat.experiment)
-    meter = seat.meter
-    if not runtime.enforce_caps or not isinstance(meter, EmulatedMeter):
+    caps = seat.meter.caps(seat.task.now_s)
+    if not runtime.enforce_caps or caps is None:
         torch.set_num_threads(runtime.client_cpus)
         yield
         return
-    profile = meter.profile
-    cores = meter.knobs.cores or profile.total_cores
-    threads = max(1, min(cores, runtime.client_cpus))
+    threads = max(1, min(caps.cores, runtime.client_cpus))
     allowed = sorted(os.sched_getaffinity(0))
-    budget_mb = int(budget_at(profile, seat.task.now_s))
+    budget_mb = int(caps.memory_mb)
     with _pinned(allowed[:threads]), _memory(budget_mb, seat.device.profile):
         previous = torch.get_num_threads()
         torch.set_num_threads(threads)

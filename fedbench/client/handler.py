@@ -29,7 +29,6 @@ from fedbench.client.seat import Seat, current_seat, seat_of
 from fedbench.core.meter import TrainJob
 from fedbench.core.plans import FULL
 from fedbench.data.source import Tensors
-from fedbench.devices.emulated_meter import EmulatedMeter
 from fedbench.errors import FedbenchError
 from fedbench.experiment.build import build_model
 from fedbench.experiment.schema import Experiment, ModelConfig
@@ -104,14 +103,11 @@ class Prepared:
     seed: int
 
     def batchable(self, model: nn.Module) -> bool:
-        """Trained in a plain loop of full batches on an emulated device that fits."""
-        meter = self.seat.meter
-        return (
-            self.plan.job.plan == FULL
-            and self.plan.adapt is None
-            and isinstance(meter, EmulatedMeter)
-            and meter.emulate(model, self.plan.job).status == "ok"
-        )
+        """Trained in a plain loop of full batches on a device predicted to fit (emulated)."""
+        if self.plan.job.plan != FULL or self.plan.adapt is not None:
+            return False
+        predicted = self.seat.meter.predict(model, self.plan.job)
+        return predicted is not None and predicted.status == "ok"
 
 
 def _prepare(seat: Seat, model: nn.Module, params: TrainParams) -> Prepared:

@@ -11,8 +11,6 @@ never needs it.
 
 from __future__ import annotations
 
-import functools
-import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -21,10 +19,10 @@ from dataclasses import dataclass, field
 import torch
 from flwr.app import Context, Message
 
-from fedbench.core.device import DeviceSpec, Traits
+from fedbench.core.device import DeviceSpec
 from fedbench.core.meter import Cost, Meter, TrainJob
 from fedbench.core.records import RoundReport
-from fedbench.devices.meters import PHYSICAL, make_meter
+from fedbench.devices.meters import make_meter
 from fedbench.errors import FedbenchError
 from fedbench.experiment.build import workload_optimizer
 from fedbench.experiment.codec import EXPERIMENT_KEY, from_json
@@ -122,33 +120,18 @@ def seat_of(msg: Message, context: Context) -> Seat | None:
             f"is not in the fleet of {len(devices)} devices"
         )
     device = devices[task.device_index]
+    meter = meter_of(experiment, device)
     physical_name = context.node_config.get(DEVICE_NAME_KEY)
-    if isinstance(physical_name, str) and physical_name and device.profile != PHYSICAL:
+    if isinstance(physical_name, str) and physical_name and not meter.remote:
         raise FedbenchError(
             f"this node is the physical device {physical_name!r}, but the server sent it "
             f"emulated device {device.name!r} ({device.profile})"
         )
-    meter = meter_of(experiment, device)
     if task.traits is not None:
-        meter = _varied(meter, task.traits)
+        meter = meter.varied(task.traits)  # the population's draw for this device
     return Seat(experiment, task, device, meter, context.node_id)
 
 
-def _varied(meter: Meter, traits: Traits) -> Meter:
-    """An emulated device's meter with its population draw applied (fedbench.population)."""
-    from fedbench.devices.emulated_meter import EmulatedMeter
-    from fedbench.population.meter import VariedMeter
-
-    return VariedMeter(meter, traits) if isinstance(meter, EmulatedMeter) else meter
-
-
 def meter_of(experiment: Experiment, device: DeviceSpec) -> Meter:
-    knobs = json.dumps(dict(experiment.fleet.knobs), sort_keys=True)
-    return _meter(device.profile, knobs, workload_optimizer(experiment.train))
-
-
-@functools.lru_cache(maxsize=64)
-def _meter(profile: str, knobs_json: str, optimizer: str) -> Meter:
-    meter = make_meter(profile, json.loads(knobs_json))
-    meter.optimizer = optimizer  # the workload is measured with the optimizer that trains
-    return meter
+    """The device's meter, for this experiment's knobs and optimizer."""
+    return make_meter(device, experiment.fleet.knobs, workload_optimizer(experiment.train))

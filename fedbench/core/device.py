@@ -13,12 +13,30 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+# A fleet's profile names that are not files in device_profiles/: this machine
+# itself, measured by wall clock, and a real device that joins over the network.
+HOST = "host"
+PHYSICAL = "physical"
+EMULATED = "emulated"  # any other name: a device profile, emulated
+PROFILELESS: tuple[str, ...] = (HOST, PHYSICAL)
+
+
+def kind_of(profile: str) -> str:
+    """The kind of device a fleet profile name stands for: the meter it gets.
+
+    Decided once, when the fleet is expanded (fedbench.experiment.fleet);
+    fedbench.devices.meters.make_meter builds the kind's meter, and every other
+    module asks that meter, not the kind.
+    """
+    return profile if profile in PROFILELESS else EMULATED
+
 
 @dataclass(frozen=True)
 class DeviceSpec:
     index: int
     name: str  # unique in the fleet, e.g. "rpi4-002"
     profile: str  # a name in device_profiles/, a profile YAML, "host" or "physical"
+    kind: str  # EMULATED, PHYSICAL or HOST (kind_of): the meter the device gets
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,15 @@ A ClientApp trains for real on every device; what differs is who says what
 that training cost. On a physical device a probe reads sensors around the
 real training; on an emulated device the emulator computes the cost of the
 same work from the device profile. Both return a `Cost`, which fills the
-cost fields of the RoundReport. The implementations are in fedbench.devices
-(`make_meter` in fedbench.devices.meters picks one per device); no other
-module branches on the device kind.
+cost fields of the RoundReport.
+
+The meter is the one place that knows what kind of device it serves. Every
+other module asks it: what a round would cost before it runs (`predict`),
+the limits an OS should hold the device's training process to (`caps`), the
+most a reply from it can plausibly claim (`ceilings`), whether fedbench
+starts a process for it at all (`remote`), and the meter of one population
+device drawn from it (`varied`). The implementations are in fedbench.devices;
+`fedbench.devices.meters.make_meter` builds the one a device's kind names.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from fedbench.core.device import DeviceState
+from fedbench.core.device import DeviceState, Traits
 from fedbench.core.plans import FULL, Plan, PlanLog
 from fedbench.core.workload import Workload
 
@@ -82,6 +88,23 @@ class WatchJob:
     state: DeviceState | None  # the device's last known emulated state, if any
 
 
+@dataclass(frozen=True)
+class Caps:
+    """The limits an OS holds the process training as this device to (fedbench.runtime.limits)."""
+
+    cores: int  # CPU cores it trains on (threads, pinned CPUs)
+    memory_mb: float  # memory it may give training
+
+
+@dataclass(frozen=True)
+class Ceilings:
+    """The most a device can physically report; the server checks replies against it."""
+
+    power_w: float  # every core and the memory busy at once
+    memory_mb: float  # all of its RAM
+    freq_ghz: float  # its fastest clock
+
+
 class Watch(AbstractContextManager["Watch"]):
     """A meter watching one call; after it, `cost()` says what the call cost."""
 
@@ -118,9 +141,36 @@ class Meter(ABC):
     """
 
     kind: str = "host"
+    # The device is its own machine: it joins the federation over the network and
+    # measures itself, so fedbench starts no process for it.
+    remote: bool = False
     # The optimizer key (fedbench.measure.step.OPTIMIZERS) the meter's
     # workloads are measured with; the memory planner measures with it too.
     optimizer: str = "sgd_momentum"
+
+    def predict(self, model: torch.nn.Module, job: TrainJob) -> Cost | None:
+        """What the job would cost here, computed without training (None: only measured)."""
+        return None
+
+    def caps(self, now_s: float | None = None) -> Caps | None:
+        """The limits to hold this device's training to at virtual time `now_s`.
+
+        `now_s=None`: the standing limits of a process that lives the whole run
+        (a deployment's SuperNode). None: nothing to hold (the host itself, a
+        physical device on its own hardware).
+        """
+        return None
+
+    def ceilings(self) -> Ceilings | None:
+        """The most this device can report (None: not known; generic bounds apply)."""
+        return None
+
+    def varied(self, traits: Traits) -> Meter:
+        """The meter of one population device drawn from this one (fedbench.population).
+
+        A meter without a profile has nothing to vary: it is its own device.
+        """
+        return self
 
     def budget_mb(self, job: TrainJob) -> float | None:
         """MB the device leaves to training when the job starts; None: no limit."""

@@ -14,14 +14,15 @@ enters the Cost.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from torch import nn
 
-from fedbench.core.device import DeviceState
-from fedbench.core.meter import Cost, Meter, TrainJob, Watch, WatchJob
+from fedbench.core.device import DeviceState, Traits
+from fedbench.core.meter import Caps, Ceilings, Cost, Meter, TrainJob, Watch, WatchJob
 from fedbench.core.plans import Plan
 from fedbench.core.workload import Workload
 from fedbench.devices.budget import RoundClock, Run, budget_at, step_runs, with_budget
@@ -34,6 +35,7 @@ from fedbench.devices.network import comm_time_s
 from fedbench.devices.profile import DeviceProfile, initial_state
 from fedbench.devices.step import step_cost
 from fedbench.devices.thermal import cool
+from fedbench.devices.variation import vary
 from fedbench.measure.live import LiveRecorder
 from fedbench.measure.workload import measure_workload
 
@@ -54,12 +56,49 @@ class EmulatedMeter(Meter):
         framework_of(profile, knobs, consts)
 
     @classmethod
-    def from_config(cls, profile: DeviceProfile, knobs: Mapping[str, Any]) -> EmulatedMeter:
-        return cls(profile, Knobs.from_mapping(knobs, "fleet.knobs"))
+    def from_config(
+        cls, profile: DeviceProfile, knobs: Mapping[str, Any], optimizer: str = "sgd_momentum"
+    ) -> EmulatedMeter:
+        return cls(profile, Knobs.from_mapping(knobs, "fleet.knobs"), optimizer)
+
+    def predict(self, model: nn.Module, job: TrainJob) -> Cost:
+        """The job's emulated cost under its plan, from the device's state at its start."""
+        return self.emulate(model, job).to_cost(
+            comm_time_s(self.profile, job.model_bytes), job.plan_label
+        )
+
+    def caps(self, now_s: float | None = None) -> Caps:
+        """Its cores (fleet.knobs.cores if set) and its training budget at `now_s`.
+
+        Without a time, the profile's budget: a process that lives the whole run
+        is held to the budget the device has without memory pressure.
+        """
+        memory = self.profile.memory.train_budget_mb if now_s is None else self.budget_mb_at(now_s)
+        return Caps(self.knobs.cores or self.profile.total_cores, memory)
+
+    def budget_mb_at(self, now_s: float) -> float:
+        """Memory the device leaves to training at virtual time `now_s` (memory.pressure)."""
+        return budget_at(self.profile, now_s)
+
+    def ceilings(self) -> Ceilings:
+        p = self.profile
+        busy = (
+            p.power.idle_w
+            + sum(c.cores * c.core_power_w + c.cluster_power_w for c in p.clusters)
+            + p.power.mem_w_per_gbs * p.memory.bandwidth_gbs
+        )
+        return Ceilings(
+            power_w=busy,
+            memory_mb=float(p.memory.total_mb),
+            freq_ghz=max(c.max_freq_ghz for c in p.clusters),
+        )
+
+    def varied(self, traits: Traits) -> VariedMeter:
+        return VariedMeter(self, traits)
 
     def budget_mb(self, job: TrainJob) -> float:
         """Memory the device leaves to training at the job's start (memory.pressure applied)."""
-        return budget_at(self.profile, job.now_s)
+        return self.budget_mb_at(job.now_s)
 
     def budget_fn(self, model: nn.Module, job: TrainJob) -> Callable[[int], float] | None:
         """With a pressure pattern: the budget at each step's virtual time (budget.RoundClock)."""
@@ -203,3 +242,46 @@ class EmulatedWatch(Watch):
         profile = with_budget(meter.profile, budget_at(meter.profile, job.now_s))
         emulation = emulate(profile, [(workload, steps)], state, meter.knobs)
         return emulation.to_cost(comm_time_s(meter.profile, job.model_bytes), f"app:{steps}steps")
+
+
+class VariedMeter(EmulatedMeter):
+    """An EmulatedMeter whose costs are one population device's (fedbench.devices.variation)."""
+
+    def __init__(self, meter: EmulatedMeter, traits: Traits) -> None:
+        super().__init__(meter.profile, meter.knobs, meter.optimizer)
+        self.traits = traits
+
+    def _start_pct(self, state_pct: float | None) -> float:
+        if not self.traits.has_battery:
+            return math.nan
+        return 100.0 if state_pct is None else state_pct  # as profile.initial_state
+
+    def _varied(self, cost: Cost, job: TrainJob | WatchJob) -> Cost:
+        start = self._start_pct(job.state.battery_pct if job.state else None)
+        return vary(cost, self.traits, job.now_s, start, job.model_bytes)
+
+    def predict(self, model: nn.Module, job: TrainJob) -> Cost:
+        return self._varied(super().predict(model, job), job)
+
+    def measure(self, model: nn.Module, job: TrainJob, train: object) -> tuple[float | None, Cost]:
+        loss, cost = super().measure(model, job, train)  # type: ignore[arg-type]
+        cost = self._varied(cost, job)
+        return (loss if cost.status == "ok" else None), cost
+
+    def watch(self, job: WatchJob) -> Watch:  # type: ignore[override]
+        return _VariedWatch(super().watch(job), self, job)
+
+
+class _VariedWatch(Watch):
+    def __init__(self, inner: Watch, meter: VariedMeter, job: WatchJob) -> None:
+        self.inner, self.meter, self.job = inner, meter, job
+
+    def __enter__(self) -> _VariedWatch:
+        self.inner.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.inner.__exit__(*exc)
+
+    def cost(self) -> Cost:
+        return self.meter._varied(self.inner.cost(), self.job)

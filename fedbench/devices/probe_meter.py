@@ -42,6 +42,7 @@ class ProbeMeter(Meter):
     """Measures real training on this device with its own sensors."""
 
     kind = "physical"
+    remote = True
 
     def __init__(self, interval_s: float = 0.01, root: str | Path = "/") -> None:
         check_interval(interval_s)

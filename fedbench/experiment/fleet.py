@@ -3,17 +3,18 @@
 `fleet.devices` is a list of groups `{profile: NAME, count: N}`; the fleet
 is their expansion, in order, to one `DeviceSpec` per device (the typed
 config is fedbench.experiment.FleetConfig). A device's index is its
-position: the partition of the data it holds, and its row in the ledger.
+position: the partition of the data it holds, and its row in the ledger;
+its kind (emulated, physical, host) is decided here, once.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import PurePath
 from typing import Any
 
-from fedbench.core.device import DeviceSpec
+from fedbench.core.device import DeviceSpec, kind_of
 from fedbench.experiment.schema import FleetConfig
 from fedbench.experiment.typed import parse
 
@@ -44,8 +45,19 @@ def _expand(fleet: FleetConfig) -> tuple[DeviceSpec, ...]:
         for _ in range(count):
             k = seen.get(stem, 0)
             seen[stem] = k + 1
-            devices.append(DeviceSpec(len(devices), f"{stem}-{k:03d}", profile))
+            devices.append(DeviceSpec(len(devices), f"{stem}-{k:03d}", profile, kind_of(profile)))
     return tuple(devices)
+
+
+def by_profile(devices: Iterable[DeviceSpec]) -> dict[str, DeviceSpec]:
+    """One device of each profile (its first), in fleet order: whom to ask for the profile's meter.
+
+    Devices of one profile share one meter (fedbench.devices.meters.make_meter).
+    """
+    first: dict[str, DeviceSpec] = {}
+    for d in devices:
+        first.setdefault(d.profile, d)
+    return first
 
 
 def _scaled(counts: list[tuple[str, int]], scale: int) -> list[tuple[str, int]]:

@@ -19,8 +19,7 @@ from pathlib import Path
 import psutil
 
 from fedbench.core.device import DeviceSpec
-from fedbench.devices.meters import HOST, PHYSICAL
-from fedbench.devices.profile import load_profile
+from fedbench.devices.meters import make_meter
 from fedbench.errors import FedbenchError
 from fedbench.runtime.flower import free_port, supernode_argv
 from fedbench.runtime.limits import (
@@ -55,11 +54,13 @@ class LocalNode:
 
 
 def emulated(devices: Sequence[DeviceSpec]) -> list[DeviceSpec]:
-    return [d for d in devices if d.profile != PHYSICAL]
+    """The devices this host runs a SuperNode for (emulated ones, and the host itself)."""
+    return [d for d in devices if not make_meter(d).remote]
 
 
 def physical(devices: Sequence[DeviceSpec]) -> list[DeviceSpec]:
-    return [d for d in devices if d.profile == PHYSICAL]
+    """The devices that are their own machines and join over the network."""
+    return [d for d in devices if make_meter(d).remote]
 
 
 def plan_nodes(
@@ -70,11 +71,11 @@ def plan_nodes(
 ) -> list[LocalNode]:
     """Keys, limits and folders for every emulated device's SuperNode."""
     local = emulated(devices)
-    profiles = {d.profile: load_profile(d.profile) for d in local if d.profile != HOST}
+    # A node lives the whole run: the device's standing caps. A device without
+    # caps (the host itself) gets all of this machine's cores and no memory cap.
+    caps = [make_meter(d).caps() for d in local]
     host = host_cpus()
-    # A "host" device is this machine itself: all its cores, no memory cap.
-    cores = [profiles[d.profile].total_cores if d.profile in profiles else len(host) for d in local]
-    cpus = assign_cpus(cores, host)
+    cpus = assign_cpus([len(host) if c is None else c.cores for c in caps], host)
     parent = cgroup_parent() if memory_limit in ("auto", "cgroup") else None
     if memory_limit == "cgroup" and parent is None:
         raise FedbenchError(
@@ -83,9 +84,9 @@ def plan_nodes(
         )
     mode = "cgroup" if parent is not None else ("none" if memory_limit == "none" else "rlimit")
     nodes = []
-    for d, pinned in zip(local, cpus, strict=True):
-        budget = profiles[d.profile].memory.train_budget_mb if d.profile in profiles else None
-        limits = NodeLimits(cpus=pinned if d.profile in profiles else None, memory_mb=budget)
+    for d, cap, pinned in zip(local, caps, cpus, strict=True):
+        budget = None if cap is None else int(cap.memory_mb)
+        limits = NodeLimits(cpus=pinned if cap is not None else None, memory_mb=budget)
         if budget is not None and mode == "cgroup" and parent is not None:
             group = make_cgroup(parent, f"fedbench-{run_dir.name}-{d.name}", budget)
             limits = NodeLimits(limits.cpus, cgroup=group, memory_mb=budget)

@@ -26,8 +26,6 @@ from flwr.app import ArrayRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
 from fedbench.analyze import analyze_finished
-from fedbench.core.device import DeviceSpec
-from fedbench.devices.meters import make_meter
 from fedbench.experiment.codec import EXPERIMENT_KEY, from_json, to_json
 from fedbench.experiment.fleet import expand_fleet
 from fedbench.experiment.schema import Experiment
@@ -119,7 +117,7 @@ def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, 
             ledger,
             seating,
             to_json(experiment),
-            _kinds(experiment, devices),
+            tuple(d.kind for d in devices),
             view.traits if view.population is not None else None,
         )
         evaluator = side.evaluator(grid, fleet, runtime.round_timeout_s)
@@ -233,12 +231,6 @@ def _result_line(summary: dict[str, Any], unit: str) -> str:
     if isinstance(first, float) and not math.isnan(first):
         line += f" vs {unit} 0 {100 * first:.2f}%"
     return line
-
-
-def _kinds(experiment: Experiment, devices: tuple[DeviceSpec, ...]) -> tuple[str, ...]:
-    """The meter kind each device's node reports (one meter per profile)."""
-    kind_of = {p: make_meter(p, experiment.fleet.knobs).kind for p in {d.profile for d in devices}}
-    return tuple(kind_of[d.profile] for d in devices)
 
 
 def experiment_of(context: Context) -> Experiment:

@@ -29,7 +29,10 @@ import numpy as np
 from flwr.app import ArrayRecord
 
 from fedbench.core.device import DeviceSpec
+from fedbench.core.meter import Meter
 from fedbench.core.records import RoundReport
+from fedbench.devices.meters import make_meter
+from fedbench.experiment.fleet import by_profile
 from fedbench.experiment.schema import DefenseConfig
 
 # Figures of a report that place it on the virtual clock.
@@ -69,25 +72,16 @@ class CostBounds:
         }
 
 
-def bounds_for(profile: str, config: DefenseConfig) -> CostBounds:
-    """Bounds from a device profile; the configured generic ones without one."""
-    from fedbench.devices.meters import HOST, PHYSICAL
-
-    if profile in (HOST, PHYSICAL):
+def bounds_for(meter: Meter, config: DefenseConfig) -> CostBounds:
+    """Bounds from the device's ceilings (its meter's); the configured generic ones without."""
+    ceilings = meter.ceilings()
+    if ceilings is None:
         return CostBounds(config.max_round_trip_s, config.max_power_w)
-    from fedbench.devices.profile import load_profile
-
-    p = load_profile(profile)
-    busy = (
-        p.power.idle_w
-        + sum(c.cores * c.core_power_w + c.cluster_power_w for c in p.clusters)
-        + p.power.mem_w_per_gbs * p.memory.bandwidth_gbs
-    )
     return CostBounds(
         max_round_trip_s=config.max_round_trip_s,
-        max_power_w=POWER_MARGIN * busy + POWER_ALLOWANCE_W,
-        max_mem_mb=float(p.memory.total_mb),
-        max_freq_ghz=FREQ_MARGIN * max(c.max_freq_ghz for c in p.clusters),
+        max_power_w=POWER_MARGIN * ceilings.power_w + POWER_ALLOWANCE_W,
+        max_mem_mb=ceilings.memory_mb,
+        max_freq_ghz=FREQ_MARGIN * ceilings.freq_ghz,
     )
 
 
@@ -140,7 +134,8 @@ class Defense:
         examples: Mapping[str, int] | None = None,
         names: Mapping[str, str] | None = None,
     ) -> Defense:
-        bounds = {p: bounds_for(p, config) for p in {d.profile for d in devices}}
+        # A device's ceilings are its profile's, whatever the fleet's knobs.
+        bounds = {p: bounds_for(make_meter(d), config) for p, d in by_profile(devices).items()}
         return cls(config, bounds, dict(examples or {}), dict(names or {}))
 
     def bounds_of(self, profile: str) -> CostBounds:

@@ -1,17 +1,19 @@
 """What the server knows of each device before and between its rounds.
 
-From the profiles alone: predicted round latency, energy, peak memory and
-communication time for this experiment's workload (so strategies can rank
-devices never seen), the first thermal trip point, and availability from
-each profile's daily pattern at the virtual clock. Predictions are for the
+Before a device ever trains, its meter predicts its round (`Meter.predict`):
+latency, energy, peak memory and communication time for this experiment's
+workload, so strategies can rank devices never seen. Predictions are for the
 memory plan the device would pick (fedbench.train.round_plan; budget at
-virtual time 0). Host and physical devices have no profile: their
+virtual time 0). From each emulated device's profile: the first thermal trip
+point, and availability from its daily pattern at the virtual clock. A meter
+that only measures (host, physical) predicts nothing: those devices'
 predictions stay NaN and they are always available.
 
 With `fleet.population` every device is its own draw (fedbench.population):
-predictions are scaled by its speed and use its own link, availability is
-its own windows, and the view keeps every battery on the virtual clock
-(idle drain, charging) and takes devices below the floor out of the pick.
+a profile's prediction is spread over its devices by their speed and their
+own links (fedbench.devices.variation, vectorised), availability is their
+own windows, and the view keeps every battery on the virtual clock (idle
+drain, charging) and takes devices below the floor out of the pick.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ from torch import nn
 
 from fedbench.core.device import DeviceSpec, Traits
 from fedbench.core.meter import TrainJob
-from fedbench.devices.emulated_meter import EmulatedMeter
-from fedbench.devices.meters import PROFILELESS
-from fedbench.devices.network import comm_time_s, is_available
-from fedbench.devices.profile import DeviceProfile, load_profile
+from fedbench.devices.meters import make_meter, profile_of
+from fedbench.devices.network import is_available
+from fedbench.devices.profile import DeviceProfile
+from fedbench.devices.variation import link_s
 from fedbench.experiment.build import workload_optimizer
+from fedbench.experiment.fleet import by_profile
 from fedbench.experiment.schema import Experiment
 from fedbench.ledger import Ledger
 from fedbench.population.draw import Population, draw
@@ -39,19 +42,23 @@ from fedbench.train.round_plan import plan_round
 class FleetView:
     def __init__(self, devices: tuple[DeviceSpec, ...], experiment: Experiment) -> None:
         names = np.array([d.profile for d in devices])
-        self.groups: dict[str, np.ndarray] = {
-            p: np.flatnonzero(names == p)
-            for p in dict.fromkeys(names.tolist())
-            if p not in PROFILELESS
+        first = by_profile(devices)
+        # The profiles costs are emulated from (host and physical devices have none).
+        self.profiles: dict[str, DeviceProfile] = {}
+        for name, device in first.items():
+            profile = profile_of(device)
+            if profile is not None:
+                self.profiles[name] = profile
+        self.groups: dict[str, np.ndarray] = {p: np.flatnonzero(names == p) for p in self.profiles}
+        self.meters = {
+            p: make_meter(first[p], experiment.fleet.knobs, workload_optimizer(experiment.train))
+            for p in self.groups
         }
-        self.profiles: dict[str, DeviceProfile] = {p: load_profile(p) for p in self.groups}
         # Each device's profile as a code into `self.names` (-1: none), one int per device.
         self.names = list(self.groups)
         self.code = np.full(len(devices), -1, dtype=np.int32)
         for code, idx in enumerate(self.groups.values()):
             self.code[idx] = code
-        self.knobs = dict(experiment.fleet.knobs)
-        self.optimizer = workload_optimizer(experiment.train)
         config = experiment.fleet.population
         self.population: Population | None = None
         if config is not None:
@@ -91,11 +98,11 @@ class FleetView:
                 0.0,
                 None,
             )
-            meter = EmulatedMeter.from_config(profile, self.knobs)
-            meter.optimizer = self.optimizer
+            meter = self.meters[name]
             # The plan the device will run (train.memory_planner), so a device
             # that fits with micro-batches or checkpointing is not predicted oom.
-            em = meter.emulate(model, plan_round(model, job, meter, mode).job)
+            em = meter.predict(model, plan_round(model, job, meter, mode).job)
+            assert em is not None, f"profile {name}: an emulated device's meter predicts"
             scale = examples / ref
             pop = self.population
             if pop is not None:
@@ -104,15 +111,13 @@ class FleetView:
             ledger.mem_budget_mb[idx] = em.mem_budget_mb
             ledger.pred_latency_s[idx] = em.latency_s * scale if em.status == "ok" else np.inf
             ledger.pred_energy_j[idx] = em.energy_j * scale if em.status == "ok" else np.inf
-            ledger.pred_comm_s[idx] = comm_time_s(profile, model_bytes)
+            ledger.pred_comm_s[idx] = em.comm_s
             trips = profile.thermal.trips
             ledger.throttle_temp_c[idx] = trips[0].temp_c if trips else profile.thermal.critical_c
             if pop is not None:
-                bits = 8.0 * model_bytes  # each device's own link, without a round's jitter
-                ledger.pred_comm_s[idx] = (
-                    bits / (pop.down_mbps[idx] * 1e6)
-                    + bits / (pop.up_mbps[idx] * 1e6)
-                    + 2 * pop.rtt_ms[idx] / 1e3
+                # Each device's own link, without a round's jitter.
+                ledger.pred_comm_s[idx] = link_s(
+                    pop.down_mbps[idx], pop.up_mbps[idx], pop.rtt_ms[idx], model_bytes
                 )
                 # Every device starts at its drawn level and the profile's ambient, so
                 # the first round starts from the population, not from a full battery.

@@ -18,7 +18,9 @@ import pytest
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 
+from fedbench.core.device import DeviceSpec
 from fedbench.core.records import RoundReport, from_record, to_record
+from fedbench.devices.meters import make_meter
 from fedbench.experiment.schema import DefenseConfig
 from fedbench.protocol import REPORT
 from fedbench.server.defense import CostBounds, Defense, bounds_for, check_costs
@@ -190,7 +192,7 @@ def test_negative_energy_and_impossible_battery_are_blanked_not_summed() -> None
 
 
 def test_profile_bounds() -> None:
-    rpi = bounds_for("rpi4", DefenseConfig())
+    rpi = bounds_for(make_meter(DeviceSpec(0, "rpi4-000", "rpi4", "emulated")), DefenseConfig())
     assert 6.0 < rpi.max_power_w < 40.0 and rpi.max_mem_mb == 4096.0
     report = RoundReport(1, 1, 0, "r", "rpi4", "emulated", "ok", round_trip_s=10.0)
     plausible = replace(report, avg_power_w=5.0, energy_j=50.0, peak_mem_mb=900.0)

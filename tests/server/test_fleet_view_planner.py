@@ -29,7 +29,10 @@ def _tiny(folder: Path) -> str:
 
 
 def _predict(profile: str, mode: str) -> Ledger:
-    devices = (DeviceSpec(0, "tiny-000", profile), DeviceSpec(1, "rpi4-000", "rpi4"))
+    devices = (
+        DeviceSpec(0, "tiny-000", profile, "emulated"),
+        DeviceSpec(1, "rpi4-000", "rpi4", "emulated"),
+    )
     experiment = _typed(["train.batch_size=64", f"train.memory_planner={mode}"])
     ledger = Ledger(devices)
     model, _ = build_model("small_cnn")
