@@ -355,17 +355,26 @@ def mermaid(root: Path) -> str:
     return "\n".join(out) + "\n"
 
 
+def table() -> str:
+    """LAYERS as a Markdown table, top layer first."""
+    rows = ["| layer | units | what belongs there |", "|---|---|---|"]
+    for layer in reversed(LAYERS):
+        units = ", ".join(f"`{_short(u)}`" for u in layer.units)
+        rows.append(f"| {layer.name} | {units} | {layer.holds} |")
+    return "\n".join(rows) + "\n"
+
+
 BEGIN = "<!-- import graph: python -m fedbench.layers writes it -->"
 END = "<!-- end of import graph -->"
 
 
 def with_graph(doc: str, root: Path) -> str:
-    """`doc` with the text between BEGIN and END replaced by the current graph."""
+    """`doc` with the text between BEGIN and END replaced by the layers and the current graph."""
     head, sep, rest = doc.partition(BEGIN)
     _, sep2, tail = rest.partition(END)
     if not sep or not sep2:
         raise ValueError(f"no {BEGIN!r} ... {END!r} block to write the graph into")
-    return f"{head}{BEGIN}\n{mermaid(root)}{END}{tail}"
+    return f"{head}{BEGIN}\n{table()}\n{mermaid(root)}{END}{tail}"
 
 
 def main(argv: list[str] | None = None) -> int:
