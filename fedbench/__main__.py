@@ -56,8 +56,9 @@ def run(cfg: DictConfig) -> None:
     allow_targets = parse_allowed(values.pop("allow_targets", None))
     untrusted = values.pop("resume_untrusted", False)
     if not isinstance(untrusted, bool) or (untrusted and not resume):
+        shown = str(untrusted).lower() if isinstance(untrusted, bool) else repr(untrusted)
         raise FedbenchError(
-            f"resume_untrusted={untrusted!r}: true or false, and true only with resume=<folder>"
+            f"resume_untrusted={shown}: true or false, and true only with resume=<folder>"
         )
     check_seed(values.get("seed"))
     hydra_cfg = HydraConfig.get()
