@@ -167,12 +167,9 @@ def unseal(path: Path) -> Sealed:
     """The body of `path` and whether its HMAC verifies (nothing of the body is parsed)."""
     data = path.read_bytes()
     if not data.startswith(MAGIC):
-        old = data[:2] == b"PK"  # torch.save's zip: format 2 and earlier, no key
-        why = (
-            "a checkpoint of an older fedbench, written without a key"
-            if old
-            else ("not a fedbench checkpoint of format 3")
-        )
+        if data[:2] != b"PK":  # not even torch.save's zip
+            return Sealed(data, False, f"{path} is not a readable fedbench checkpoint (no header)")
+        why = "a checkpoint of an older fedbench (or plain torch.save), written without a key"
         return Sealed(data, False, f"{path}: {why}; fedbench cannot verify it ({UNTRUSTED_HINT})")
     rest = data[len(MAGIC) :]
     lines = rest.split(b"\n", 2)
