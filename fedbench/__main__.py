@@ -39,8 +39,11 @@ from fedbench.report.writer import ROUNDS_CSV, SUMMARY_JSON
 from fedbench.resume import resumed_experiment
 from fedbench.runtime.base import Apps, build_runtime
 from fedbench.server.checkpoint import CHECKPOINT
+from fedbench.trust.targets import parse_allowed
 
 EXIT_USER_ERROR, EXIT_RUN_FAILED = 2, 1
+# How to continue a folder, not what runs: given with resume=, they leave it alone.
+_RESUME_KEYS = frozenset({"resume", "allow_targets", "resume_untrusted"})
 _HYDRA_FLAGS_WITH_VALUE = frozenset(
     {"-c", "--cfg", "-p", "--package", "-cp", "--config-path", "-cn", "--config-name"}
     | {"-cd", "--config-dir", "--experimental-rerun", "-i", "--info"}
@@ -50,6 +53,13 @@ _HYDRA_FLAGS_WITH_VALUE = frozenset(
 def run(cfg: DictConfig) -> None:
     values = resolve(cfg)
     resume = values.pop("resume", None)
+    allow_targets = parse_allowed(values.pop("allow_targets", None))
+    untrusted = values.pop("resume_untrusted", False)
+    if not isinstance(untrusted, bool) or (untrusted and not resume):
+        shown = str(untrusted).lower() if isinstance(untrusted, bool) else repr(untrusted)
+        raise FedbenchError(
+            f"resume_untrusted={shown}: true or false, and true only with resume=<folder>"
+        )
     check_seed(values.get("seed"))
     hydra_cfg = HydraConfig.get()
     run_dir = Path(hydra_cfg.runtime.output_dir)
@@ -59,8 +69,10 @@ def run(cfg: DictConfig) -> None:
     overrides = list(hydra_cfg.overrides.task)
     experiment = experiment_from(values, overrides)
     if resume:
-        others = [o for o in overrides if not o.startswith("resume=")]
-        experiment = resumed_experiment(Path(resume), experiment if others else None)
+        others = [o for o in overrides if o.split("=", 1)[0].lstrip("+") not in _RESUME_KEYS]
+        experiment = resumed_experiment(
+            Path(resume), experiment if others else None, allow_targets, untrusted
+        )
         run_dir = Path(experiment.output_dir)
     with RunLock(run_dir):
         if not resume:

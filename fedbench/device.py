@@ -19,9 +19,11 @@ The device keeps trying to reach the SuperLink until it answers (or
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -93,7 +95,7 @@ def issue(argv: Sequence[str]) -> int:
 
 def join(argv: Sequence[str]) -> int:
     from fedbench.runtime.flower import free_port, supernode_argv
-    from fedbench.security import check_private_key
+    from fedbench.security import check_private_key, issue_secret
 
     args = JOIN.parse(argv)
     insecure = parse_bool("insecure", args.get("insecure", "false") or "false")
@@ -116,21 +118,34 @@ def join(argv: Sequence[str]) -> int:
     profile = announced_profile(args.get("profile") or "auto")
     config = {"device-name": name, "profile": profile}
     superlink = args["superlink"]
-    argv_node = supernode_argv(
-        superlink, config, free_port(), None if insecure else ca, auth_key, max_wait_s
-    )
-    print(f"[fedbench] device {name} ({profile}) joining {superlink}", flush=True)
-    return _supervise(argv_node, superlink, max_wait_s)
+    # The node's local Runtime API serves only a SuperExec holding this secret: other
+    # accounts on the device cannot take its ClientApp's task (fedbench.runtime.flower).
+    private = Path(tempfile.mkdtemp(prefix="fedbench-device-"))
+    try:
+        secret = issue_secret(private / "superexec.secret")
+        port = free_port()
+        argv_node = supernode_argv(
+            superlink, config, port, None if insecure else ca, auth_key, max_wait_s, secret
+        )
+        print(f"[fedbench] device {name} ({profile}) joining {superlink}", flush=True)
+        return _supervise(argv_node, superlink, max_wait_s, (port, secret))
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
 
 
-def _supervise(argv_node: list[str], superlink: str, max_wait_s: float | None) -> int:
+def _supervise(
+    argv_node: list[str],
+    superlink: str,
+    max_wait_s: float | None,
+    runtime: tuple[int, Path] | None = None,
+) -> int:
     """Run the SuperNode; start it again while the SuperLink does not admit it.
 
     A device started before the server registered its key is refused like
     an unknown one, so a refusal is retried (with back-off) until
     `max_wait_s`; every refusal is also in the server's run folder.
     """
-    from fedbench.runtime.flower import FLOWER_ENV
+    from fedbench.runtime.flower import FLOWER_ENV, node_superexec_argv
     from fedbench.runtime.processes import ProcessSet, terminate_as_interrupt
 
     start = time.monotonic()
@@ -143,6 +158,8 @@ def _supervise(argv_node: list[str], superlink: str, max_wait_s: float | None) -
             with terminate_as_interrupt():
                 env = {**os.environ, **FLOWER_ENV}
                 node = procs.start("supernode", argv_node, env, None, stdout=subprocess.PIPE)
+                if runtime is not None:  # the node's ClientApps: output to this console
+                    procs.start("superexec", node_superexec_argv(*runtime, node.pid), env, None)
                 pump = threading.Thread(target=_echo, args=(node.popen.stdout, refused))
                 pump.start()
                 code = node.popen.wait()

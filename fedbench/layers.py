@@ -49,9 +49,11 @@ LAYERS: tuple[Layer, ...] = (
             "fedbench.measure",
             "fedbench.models",
             "fedbench.security",
+            "fedbench.trust",
         ),
         "building blocks that know no device and no experiment: arrays on the wire, the "
-        "key=value grammar, data sets, workload measurement and probes, models, keys and TLS",
+        "key=value grammar, data sets, workload measurement and probes, models, keys and TLS, "
+        "what fedbench trusts from disk (per-user key, `_target_` allowlist, safe unpickling)",
     ),
     Layer(
         "devices",

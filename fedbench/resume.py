@@ -8,10 +8,22 @@ different configuration or runtime. A folder killed before its first
 checkpoint starts over in place (its partial rows are moved aside by the
 server, fedbench.report.integrity); one with a checkpoint continues after
 its last complete round once rounds.csv is checked against it.
+
+A run folder may come from someone else, so nothing in it is trusted
+(docs/security.md): every `_target_` in config.yaml must be on the allowlist
+(fedbench.trust.targets) before anything is imported; the checkpoint must carry
+this user's HMAC (fedbench.server.checkpoint), or be accepted explicitly with
+`resume_untrusted=true`; and what it holds must agree with the folder's rows
+(fedbench.server.resumable). A folder whose checkpoint was removed after it
+recorded complete rounds is refused: it cannot continue from them.
 """
 
 from __future__ import annotations
 
+import csv
+import json
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +31,26 @@ import yaml
 
 from fedbench.errors import FedbenchError
 from fedbench.experiment.schema import Experiment
+from fedbench.report.integrity import RowsIntegrity
+from fedbench.report.progress import console
+from fedbench.report.server_rounds import SERVER_ROUNDS_CSV
+from fedbench.report.writer import ROUNDS_CSV, SUMMARY_JSON
+from fedbench.scenarios.base import build_scenario
+from fedbench.server import checkpoint
+from fedbench.server.resumable import check_resumable
+from fedbench.trust.targets import check_config
 
 # Keys that say where and under which name results go, not what is run.
 _PLACE_KEYS = ("output_dir", "name")
 
 
-def resumed_experiment(folder: Path, composed: Experiment | None) -> Experiment:
+def resumed_experiment(
+    folder: Path,
+    composed: Experiment | None,
+    allow_targets: Sequence[str] = (),
+    untrusted: bool = False,
+) -> Experiment:
+    """The folder's experiment, once its config, checkpoint and rows pass every check."""
     config = folder / "config.yaml"
     if not folder.is_dir():
         raise FedbenchError(f"resume={folder}: no such run folder")
@@ -36,6 +62,8 @@ def resumed_experiment(folder: Path, composed: Experiment | None) -> Experiment:
         raise FedbenchError(f"resume={folder}: config.yaml is unreadable ({exc})") from None
     if not isinstance(stored, dict):
         raise FedbenchError(f"resume={folder}: config.yaml is not a mapping")
+    # Before anything the config names is imported or called.
+    check_config(stored, allow_targets, f"resume={folder}: config.yaml")
     if composed is not None:
         diffs = sorted(_diff(_what(stored), _what(composed.to_config())))
         if diffs:
@@ -45,7 +73,61 @@ def resumed_experiment(folder: Path, composed: Experiment | None) -> Experiment:
                 "Resume with `resume=<folder>` alone, or start a new run"
             )
     stored["output_dir"] = str(folder)
-    return Experiment.from_config(stored, "")
+    experiment = Experiment.from_config(stored, "")
+    check_checkpoint(folder, experiment, untrusted)
+    return experiment
+
+
+def check_checkpoint(folder: Path, experiment: Experiment, untrusted: bool) -> None:
+    """Refuse a checkpoint this user's key does not vouch for (unless told), or whose
+    content disagrees with the folder; accept an unkeyed one for the server by digest."""
+    path = folder / checkpoint.CHECKPOINT
+    if not path.is_file():
+        _check_not_removed(folder)
+        return
+    try:
+        sealed = checkpoint.unseal(path)
+    except OSError as exc:
+        raise FedbenchError(f"resume={folder}: cannot read {path} ({exc})") from None
+    if not sealed.keyed:
+        if not untrusted:
+            raise FedbenchError(f"resume={folder}: {sealed.problem}")
+        console.line(
+            f"resume: continuing {path} without a verified key (resume_untrusted=true); "
+            "its content is checked against the folder's rows"
+        )
+        os.environ[checkpoint.ACCEPTED_ENV] = sealed.digest  # the server reads these bytes only
+    ckpt = checkpoint.parse(path, sealed.body)
+    if "integrity" in ckpt.writer:  # rounds.csv as the checkpoint saw it
+        RowsIntegrity(folder / ROUNDS_CSV).verify(ckpt.writer["integrity"])
+    total = sum(1 for _ in build_scenario(experiment).schedule())
+    check_resumable(folder, ckpt, total)
+
+
+def _check_not_removed(folder: Path) -> None:
+    """No checkpoint: fine for a run killed in its first round, not after more.
+
+    A checkpoint is written after every complete round, so a folder that
+    records two complete rounds, or a completed run, had one and lost it.
+    """
+    try:
+        with (folder / SERVER_ROUNDS_CSV).open(newline="") as f:
+            complete = {row.get("round") for row in csv.DictReader(f)}
+    except (OSError, UnicodeDecodeError, csv.Error):
+        complete = set()
+    try:
+        summary = json.loads((folder / SUMMARY_JSON).read_text())
+        status = summary.get("status") if isinstance(summary, dict) else None
+    except (OSError, ValueError):
+        status = None
+    if len(complete) >= 2 or status == "completed":
+        done = f"{len(complete)} complete round(s) in {SERVER_ROUNDS_CSV}"
+        raise FedbenchError(
+            f"resume={folder}: {checkpoint.CHECKPOINT} is missing, but the folder records "
+            f"{done}{' and a completed run' if status == 'completed' else ''}: without its "
+            "checkpoint the run cannot continue from them; start a new run (another "
+            "hydra.run.dir)"
+        )
 
 
 def _what(experiment: dict[str, Any]) -> dict[str, Any]:

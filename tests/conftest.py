@@ -17,3 +17,7 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     # so tests neither read a developer's cache nor leave files behind.
     if "FEDBENCH_CACHE" not in os.environ:
         os.environ["FEDBENCH_CACHE"] = str(tmp_path_factory.mktemp("fedbench-cache"))
+    # The per-user secret that keys checkpoints (fedbench.trust.key): one per session,
+    # not the developer's ~/.config/fedbench/secret.
+    if "FEDBENCH_SECRET_FILE" not in os.environ:
+        os.environ["FEDBENCH_SECRET_FILE"] = str(tmp_path_factory.mktemp("fedbench-key") / "secret")

@@ -42,6 +42,8 @@ GROUP_HELP: dict[str, str] = {
 TOP_LEVEL_HELP: dict[str, str] = {
     "seed": "seeds data splits, partitions, selection and training",
     "resume": "a run folder to continue from its last complete round",
+    "allow_targets": "modules a resumed folder's config may name in _target_ (docs/security.md)",
+    "resume_untrusted": "resume a checkpoint this account's key cannot verify (content checked)",
     "verbose": "show Flower's and Ray's logs on the console (always in flower.log)",
 }
 EXAMPLES = (

@@ -16,7 +16,10 @@ client's (so the median client is its profile); down = up = communication /
 1000 Mbit/s (no RTT in the trace: the drawn RTT stays); each active ->
 inactive interval is a row in `state=` (charging by default: FedScale's
 behaviour trace comes from devices that were charging and idle). The files
-are pickles: open only files from a source you trust.
+are pickles, read with a restricted unpickler (fedbench.trust.unpickle):
+only the dicts, lists, numbers and strings FedScale's files hold are built;
+a file naming any other global (a crafted payload) is refused, naming it,
+and nothing in it runs.
 
     python -m fedbench.population.fedscale capacity=client_device_capacity \\
         behave=client_behave_trace out=traces/ devices=1000
@@ -24,7 +27,6 @@ are pickles: open only files from a source you trust.
 
 from __future__ import annotations
 
-import pickle
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -35,6 +37,7 @@ import numpy as np
 from fedbench.cli.grammar import Grammar, Key, parse_int
 from fedbench.errors import FedbenchError
 from fedbench.population.traces import write_table
+from fedbench.trust.unpickle import Refused, load_plain
 
 GRAMMAR = Grammar(
     "python -m fedbench.population.fedscale",
@@ -60,8 +63,13 @@ def _load(path: str, key: str) -> Mapping[Any, Any]:
         raise FedbenchError(f"{key}={path!r}: no such file (FedScale's pickled trace)")
     try:
         with file.open("rb") as f:
-            data = pickle.load(f)  # noqa: S301 - the user's own trace file (module docstring)
-    except (pickle.UnpicklingError, EOFError, AttributeError, ImportError) as exc:
+            data = load_plain(f)
+    except Refused as refused:
+        raise FedbenchError(
+            f"{key}={path!r}: refused: the file asks to load {refused.name}, and a FedScale "
+            "trace holds only dicts, lists, numbers and strings (nothing in it was run)"
+        ) from None
+    except Exception as exc:  # noqa: BLE001 - any unreadable pickle is the same user problem
         raise FedbenchError(f"{key}={path!r}: not a pickled FedScale trace ({exc})") from None
     if not isinstance(data, Mapping) or not data:
         raise FedbenchError(f"{key}={path!r}: expected a non-empty dict keyed by client id")

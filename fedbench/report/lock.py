@@ -3,8 +3,11 @@
 The lock is an advisory `flock` on the file, held for the life of the
 process that took it: the kernel drops it when that process ends, however
 it ends (SIGKILL included), so a crashed run never leaves a stale lock and
-`resume=` can take the folder at once. The file's text names the holder,
-so a refused second run says who has the folder. A run that ends removes
+`resume=` can take the folder at once. The flock is the truth: who holds
+it is read from the kernel (`/proc/locks`), never from the file, whose text
+(the holder's PID) only makes a refusal message readable - a live process
+holding the lock with text naming pid 1, or this run's own PID, still keeps
+every other run out. A run that ends removes
 the file (while still holding it); a run that takes the lock checks that
 the file it locked is still the one at the path, so a file removed under
 it cannot give two runs the folder.
@@ -62,11 +65,14 @@ class RunLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _holder(fd)
+            holders = flock_holders(fd)
+            said = _holder(fd)
             os.close(fd)
-            if holder is not None and (holder == os.getpid() or holder in _ancestors()):
+            if holders & ({os.getpid()} | _ancestors()):
                 return True  # this run's driver has it (in-process, or a parent process)
-            who = f"pid {holder}" if holder is not None else "another process"
+            who = ", ".join(f"pid {h}" for h in sorted(holders)) or "another process"
+            if said is not None and said not in holders:
+                who += f"; the file says pid {said}"
             raise FedbenchError(
                 f"run folder {self.path.parent} is in use by another fedbench run ({who}, "
                 f"see {self.path}); wait for it to end, or give another hydra.run.dir"
@@ -99,6 +105,28 @@ def _same_file(fd: int, path: Path) -> bool:
         return os.fstat(fd).st_ino == os.stat(path).st_ino
     except OSError:
         return False
+
+
+def flock_holders(fd: int, locks: Path = Path("/proc/locks")) -> set[int]:
+    """PIDs the kernel says hold a flock on the file open at `fd` (empty if it cannot say)."""
+    info = os.fstat(fd)
+    ident = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    try:
+        lines = locks.read_text().splitlines()
+    except OSError:
+        return set()
+    exact: set[int] = set()
+    same_inode: set[int] = set()  # where stat's device is not the one the kernel prints
+    for line in lines:
+        fields = line.split()
+        # "N: FLOCK ADVISORY WRITE pid maj:min:inode 0 EOF"; waiters have "->" after N:
+        if len(fields) < 6 or fields[1] != "FLOCK" or not fields[4].isdigit():
+            continue
+        if fields[5] == ident:
+            exact.add(int(fields[4]))
+        elif fields[5].rsplit(":", 1)[-1] == str(info.st_ino):
+            same_inode.add(int(fields[4]))
+    return exact or same_inode
 
 
 def _holder(fd: int) -> int | None:

@@ -39,8 +39,10 @@ requests other than the Fleet API's by the proxy; both are copied to
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -89,9 +91,11 @@ from fedbench.runtime.processes import (
 from fedbench.runtime.proxy import PROXIES, REFUSED_REQUESTS, Gate, choose
 from fedbench.runtime.proxy import argv as proxy_argv
 from fedbench.runtime.seating import FixedSeating, wait_for_nodes
+from fedbench.runtime.superlink import REFUSED_MARK as CONTROL_REFUSED
 from fedbench.security import TlsFiles, issue_secret, issue_tls, read_public_key
 
 LOCAL_NAMES = ("127.0.0.1", "localhost")
+_PROTOBUF = {"content-type": "application/protobuf", "accept": "application/protobuf"}
 TLS_KEYS = ("tls_ca_cert", "tls_server_cert", "tls_server_key")
 
 
@@ -181,9 +185,11 @@ class DeploymentRuntime(Runtime):
         for key in keys:
             read_public_key(key)
         record = run_dir / "logs" / "processes.csv"
-        left = sweep(record)
-        if left:
-            _progress(f"deployment: stopped what a killed run of this folder left: {left}")
+        swept = sweep(record)
+        if swept.killed:
+            _progress(f"deployment: stopped what a killed run of this folder left: {swept.killed}")
+        for refused in swept.refused:
+            _progress(f"deployment: did not signal what {record} names: {refused}")
         _rotate(run_dir / "logs" / "superlink.log")
         procs = ProcessSet(record=record)
         nodes: list[LocalNode] = []
@@ -197,17 +203,25 @@ class DeploymentRuntime(Runtime):
                 public = self._tls(run_dir)
                 inner = issue_tls(run_dir / "credentials" / "internal", ["localhost", "127.0.0.1"])
                 secret = issue_secret(run_dir / "credentials" / "superexec.secret")
+                control = issue_secret(run_dir / "credentials" / "control.secret")
                 port = int(self.port) if self.port else free_port(_bind_probe(self.address))
                 check_port_free(self.address, port)
                 link = free_port("127.0.0.1")
                 internal = f"127.0.0.1:{link}"
-                cli = FlowerCli(run_dir / "flower", internal, inner.ca_cert)
+                cli = FlowerCli(run_dir / "flower", internal, inner.ca_cert, control)
                 logs = run_dir / "logs"
                 argv = superlink_argv(
-                    "127.0.0.1", link, inner.ca_cert, inner.server_cert, inner.server_key, secret
+                    "127.0.0.1",
+                    link,
+                    inner.ca_cert,
+                    inner.server_cert,
+                    inner.server_key,
+                    secret,
+                    control,
                 )
                 superlink = procs.start("superlink", argv, cli.env, logs / "superlink.log")
                 _wait_listening(superlink, "127.0.0.1", link)
+                check_control_locked(internal, inner.ca_cert)
                 argv = superexec_argv(internal, inner.ca_cert, secret, os.getpid())
                 procs.start("superexec", argv, cli.env, logs / "superexec.log")
                 kind = choose(self.proxy)
@@ -226,7 +240,8 @@ class DeploymentRuntime(Runtime):
                 _wait_listening(proxy, _local(self.address), port)
                 _progress(
                     f"deployment: Fleet API on https://{self.address}:{port} ({kind} proxy, TLS, "
-                    f"node auth); SuperLink, Control and Runtime APIs on 127.0.0.1 only"
+                    f"node auth); SuperLink on 127.0.0.1 only, its Control API only with "
+                    "this run's control key"
                 )
                 nodes = plan_nodes(devices, run_dir, self.memory_limit, headroom.result())
                 ids = cli.register([*keys, *(n.key.public_key for n in nodes)])
@@ -243,7 +258,10 @@ class DeploymentRuntime(Runtime):
                     n.home.mkdir(parents=True, exist_ok=True)
                     env = {**cli.env, **ARENA_ENV, "FLWR_HOME": str(n.home)}
                     role = f"supernode {n.device.name}"
-                    started[n] = procs.start(role, n.argv(internal, inner.ca_cert), env, n.log).pid
+                    argv = n.argv(internal, inner.ca_cert, secret)
+                    started[n] = procs.start(role, argv, env, n.log).pid
+                    argv = n.superexec_argv(secret, started[n])
+                    procs.start(f"superexec {n.device.name}", argv, env, n.log)
                     _progress(f"deployment: {n.device.name}: {n.limits.describe()}")
                 local_ids = {ids[n.key.public_key] for n in nodes}
                 phys = {ids[k] for k in keys}
@@ -354,7 +372,7 @@ class DeploymentRuntime(Runtime):
         stream = procs.start(
             "flwr run",
             cli.run_argv(app, config),
-            cli.env,
+            cli.cli_env,
             None,
             stdout=subprocess.PIPE,
             cwd=cli.home,
@@ -438,11 +456,12 @@ def _refusals(run_dir: Path) -> list[str]:
 
 def _copy_refusals(run_dir: Path) -> None:
     nodes = _refusals(run_dir)
+    local = [line for line in _superlink_log(run_dir) if CONTROL_REFUSED in line]
     try:
         requests = (run_dir / REFUSED_REQUESTS).read_text().splitlines()
     except OSError:
         requests = []
-    if nodes or requests:
+    if nodes or requests or local:
         text = ""
         if nodes:
             text += "# Nodes the SuperLink refused: their public key is not registered.\n"
@@ -450,7 +469,33 @@ def _copy_refusals(run_dir: Path) -> None:
         if requests:
             text += "# Requests the proxy refused: not the Fleet API (time, peer, method, path).\n"
             text += "\n".join(requests) + "\n"
+        if local:
+            text += "# Calls the SuperLink refused on 127.0.0.1: no Control API credential.\n"
+            text += "\n".join(local) + "\n"
         (run_dir / "refused.log").write_text(text)
+
+
+def check_control_locked(address: str, ca: Path, timeout_s: float = 30.0) -> None:
+    """Refuse to go on unless the SuperLink refuses a Control API call without the key.
+
+    The gate is fedbench's wrapper around Flower's app (fedbench.runtime.superlink);
+    should a Flower release start its server another way, the wrapper would not be
+    in place and every local account could start runs: this is where that shows.
+    """
+    host, _, port = address.rpartition(":")
+    context = ssl.create_default_context(cafile=str(ca))
+    status = 0
+    with contextlib.suppress(OSError, http.client.HTTPException):
+        conn = http.client.HTTPSConnection(host, int(port), context=context, timeout=timeout_s)
+        conn.request("POST", "/v1/control/list-runs", body=b"", headers=_PROTOBUF)
+        status = conn.getresponse().status
+        conn.close()
+    if status != 403:
+        raise FedbenchError(
+            f"the SuperLink on {address} answered a Control API call without this run's "
+            f"control key (HTTP {status or 'no answer'}): fedbench will not run a deployment "
+            "any local account could submit code to (is this Flower release supported?)"
+        )
 
 
 def _rotate(log: Path) -> None:

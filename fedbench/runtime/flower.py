@@ -3,7 +3,10 @@
 - `flower-superlink`: one HTTPS server (Fleet, Control and Runtime APIs on
   one port) with `--enable-supernode-auth`: only SuperNodes whose public
   key was registered through the Control API may join. fedbench binds it
-  to 127.0.0.1 and puts a Fleet-only proxy in front (fedbench.runtime.proxy).
+  to 127.0.0.1, runs it with a credential on its Control API
+  (fedbench.runtime.superlink: a per-run control key, sent by fedbench's own
+  `flwr` calls, fedbench.runtime.flwr_cli) and puts a Fleet-only proxy in
+  front (fedbench.runtime.proxy).
   `--isolation process` plus `--superexec-auth-secret-file`: only a
   SuperExec holding the run's generated secret may take the ServerApp task
   (Flower ignores the secret with `--isolation subprocess`), so fedbench
@@ -13,7 +16,11 @@
 - `flower-supernode`: joins with `--root-certificates` (the CA that signed
   the SuperLink's certificate) and `--auth-supernode-private-key`; its
   `--node-config` is what the ClientApp reads as `context.node_config`;
-  `--port` is its own local Runtime API, one free port per node.
+  `--port` is its own local Runtime API, one free port per node. Left to
+  itself (`--isolation subprocess`) that API hands the ClientApp's task,
+  model included, to any local caller (Flower ignores the SuperExec secret
+  there); fedbench runs it with `--isolation process` and the run's secret,
+  and starts the node's `flower-superexec` itself (`node_superexec_argv`).
 - `flwr` (the CLI) reads named SuperLink connections from
   `$FLWR_HOME/config.toml`; fedbench gives each run its own FLWR_HOME in
   the run folder with one connection, `fedbench`, at an explicit address, so
@@ -46,6 +53,7 @@ import tomli_w
 
 from fedbench.errors import FedbenchError
 from fedbench.experiment.codec import EXPERIMENT_KEY
+from fedbench.runtime.flwr_cli import KEY_ENV
 
 CONNECTION = "fedbench"
 IN_MEMORY_DB = ":flwr-in-memory:"
@@ -94,10 +102,14 @@ def node_config_arg(values: Mapping[str, str | int | float | bool]) -> str:
 
 
 def superlink_argv(
-    host: str, port: int, ca: Path, cert: Path, key: Path, secret: Path
+    host: str, port: int, ca: Path, cert: Path, key: Path, secret: Path, control_key: Path
 ) -> list[str]:
+    """Flower's SuperLink behind the control-key gate (fedbench.runtime.superlink)."""
+    tool("flower-superlink")  # Flower is installed (a clear error otherwise)
+    gate = [sys.executable, "-m", "fedbench.runtime.superlink", "--control-key", str(control_key)]
     return [
-        tool("flower-superlink"),
+        *gate,
+        "--",
         "--ssl-ca-certfile",
         str(ca),
         "--ssl-certfile",
@@ -134,6 +146,24 @@ def superexec_argv(runtime_api: str, ca: Path, secret: Path, parent_pid: int) ->
     ]
 
 
+def node_superexec_argv(runtime_port: int, secret: Path, parent_pid: int) -> list[str]:
+    """The SuperExec that runs a SuperNode's ClientApps, holding the run's secret.
+
+    The node's Runtime API is plain HTTP on 127.0.0.1 (as Flower's own
+    subprocess mode runs it); the secret signs the task requests on it.
+    """
+    return [
+        tool("flower-superexec"),
+        "--insecure",
+        "--runtime-api-address",
+        f"127.0.0.1:{runtime_port}",
+        "--superexec-auth-secret-file",
+        str(secret),
+        "--parent-pid",
+        str(parent_pid),
+    ]
+
+
 def supernode_argv(
     superlink: str,
     node_config: Mapping[str, str | int | float | bool],
@@ -141,9 +171,16 @@ def supernode_argv(
     root_certificates: Path | None,
     auth_key: Path | None,
     max_wait_s: float | None = None,
+    superexec_secret: Path | None = None,
 ) -> list[str]:
-    """A SuperNode; without `root_certificates` it connects insecurely (no TLS)."""
+    """A SuperNode; without `root_certificates` it connects insecurely (no TLS).
+
+    With `superexec_secret` its Runtime API serves only a SuperExec holding
+    the secret (`--isolation process`: start `node_superexec_argv` beside it).
+    """
     argv = [tool("flower-supernode"), "--superlink", superlink, "--port", str(runtime_port)]
+    if superexec_secret is not None:
+        argv += ["--isolation", "process", "--superexec-auth-secret-file", str(superexec_secret)]
     argv += ["--root-certificates", str(root_certificates)] if root_certificates else ["--insecure"]
     if auth_key is not None:
         argv += ["--auth-supernode-private-key", str(auth_key)]
@@ -178,9 +215,15 @@ def _json_documents(text: str) -> list[dict[str, Any]]:
 
 
 class FlowerCli:
-    """The `flwr` CLI against one SuperLink, with a FLWR_HOME of its own."""
+    """The `flwr` CLI against one SuperLink, with a FLWR_HOME of its own.
 
-    def __init__(self, home: Path, address: str, root_certificates: Path) -> None:
+    With `control_key` every call sends the run's control key (fedbench.runtime.flwr_cli).
+    """
+
+    def __init__(
+        self, home: Path, address: str, root_certificates: Path, control_key: Path | None = None
+    ) -> None:
+        self.control_key = control_key
         self.home = home.resolve()
         home.mkdir(parents=True, exist_ok=True)
         config = {
@@ -194,6 +237,13 @@ class FlowerCli:
     @property
     def env(self) -> dict[str, str]:
         return {**os.environ, **FLOWER_ENV, "FLWR_HOME": str(self.home)}
+
+    @property
+    def cli_env(self) -> dict[str, str]:
+        """`env`, plus where the `flwr` calls find the control key."""
+        if self.control_key is None:
+            return self.env
+        return {**self.env, KEY_ENV: str(self.control_key)}
 
     def _json(self, args: Sequence[str], timeout: float = 60.0) -> dict[str, Any]:
         return self._batch([list(args)], timeout)[0]
@@ -218,7 +268,7 @@ class FlowerCli:
             [sys.executable, "-m", "fedbench.runtime.flwr_batch", json.dumps(full)],
             capture_output=True,
             text=True,
-            env=self.env,
+            env=self.cli_env,
             timeout=timeout,
             # Not the user's cwd: `flwr` rewrites a pyproject.toml it finds there
             # (moving its federations to Flower's own config).
@@ -248,8 +298,11 @@ class FlowerCli:
         return str(runs[0].get("status", "unknown")), str(runs[0].get("status-details", ""))
 
     def run_argv(self, app: Path, run_config: Path) -> list[str]:
+        """`flwr run APP --stream` (run with `cli_env`: it sends the control key)."""
         return [
-            tool("flwr"),
+            sys.executable,
+            "-m",
+            "fedbench.runtime.flwr_cli",
             "run",
             str(app.resolve()),  # absolute: flwr runs in its FLWR_HOME, not the caller's cwd
             CONNECTION,

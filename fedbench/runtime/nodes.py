@@ -4,7 +4,9 @@ Each device of the fleet that is not a physical slot gets a node key, the
 CPUs and memory cap of its profile (fedbench.runtime.limits), its own
 FLWR_HOME (each SuperNode unpacks the app there) and its own local Runtime
 API port, and runs `flower-supernode --node-config partition-id=<index>`
-through the limits launcher.
+through the limits launcher. That Runtime API serves only the node's own
+`flower-superexec`, which holds the run's SuperExec secret and is started
+beside it under the same limits (its ClientApps inherit them).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import psutil
 from fedbench.core.device import DeviceSpec
 from fedbench.devices.meters import make_meter
 from fedbench.errors import FedbenchError
-from fedbench.runtime.flower import free_port, supernode_argv
+from fedbench.runtime.flower import free_port, node_superexec_argv, supernode_argv
 from fedbench.runtime.limits import (
     NodeLimits,
     assign_cpus,
@@ -40,17 +42,25 @@ class LocalNode:
     limits: NodeLimits
     home: Path  # the node's FLWR_HOME
     log: Path
+    runtime_port: int  # its local Runtime API, on 127.0.0.1
 
-    def argv(self, superlink: str, ca: Path) -> list[str]:
+    def argv(self, superlink: str, ca: Path, secret: Path) -> list[str]:
         node = supernode_argv(
             superlink,
             {"partition-id": self.device.index},
-            free_port(),
+            self.runtime_port,
             root_certificates=ca,
             auth_key=self.key.private_key,
+            superexec_secret=secret,
         )
-        launch = [sys.executable, "-m", "fedbench.runtime.launch", *self.limits.launcher_args()]
-        return [*launch, "--", *node]
+        return [*self._launch(), "--", *node]
+
+    def superexec_argv(self, secret: Path, node_pid: int) -> list[str]:
+        """The node's SuperExec: ends with the node, runs its ClientApps under its limits."""
+        return [*self._launch(), "--", *node_superexec_argv(self.runtime_port, secret, node_pid)]
+
+    def _launch(self) -> list[str]:
+        return [sys.executable, "-m", "fedbench.runtime.launch", *self.limits.launcher_args()]
 
 
 def emulated(devices: Sequence[DeviceSpec]) -> list[DeviceSpec]:
@@ -103,6 +113,7 @@ def plan_nodes(
                 limits=limits,
                 home=run_dir / "flower" / "nodes" / d.name,
                 log=run_dir / "logs" / f"node-{d.name}.log",
+                runtime_port=free_port(),
             )
         )
     return nodes

@@ -19,12 +19,25 @@ environment, inherited by every helper, and a watchdog
 carrier, wherever it was re-parented; and every process seen is appended to
 `logs/processes.csv` as it is discovered (PID, creation time, role), so
 the next run in the folder sweeps whatever survived even that (`sweep`).
+
+The record is a file in a run folder, so the sweep believes none of it
+(docs/security.md). Each line carries the PID, the start time and the
+command line the process had when it was seen (again when it exec'ed), and
+an HMAC of all of it under this user's key (fedbench.trust.key): a line
+added by hand, or one naming another process, is not signed. A signed line
+is acted on only through a pidfd (`pidfd_open`, then the start time and the
+command line read back and compared, then `pidfd_send_signal`): a process
+that ended in between, and the one that inherited its PID, are never
+signalled. Whatever is skipped is said, with why.
 """
 
 from __future__ import annotations
 
 import contextlib
+import csv
 import ctypes
+import io
+import json
 import os
 import secrets
 import signal
@@ -40,10 +53,13 @@ from typing import IO
 import psutil
 
 from fedbench.runtime.watchdog import GIVE_UP_S, TOKEN_ENV
+from fedbench.trust import key
 
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 LAUNCHER = ("-m", "fedbench.runtime.launch")
-RECORD_HEADER = "pid,create_time,role\n"
+RECORD_FIELDS = ("pid", "create_time", "role", "cmdline", "hmac")
+RECORD_HEADER = ",".join(RECORD_FIELDS) + "\n"
+RECORD_LABEL = "processes"
 
 
 def become_subreaper() -> bool:
@@ -82,6 +98,7 @@ class ProcessSet:
     started: list[Started] = field(default_factory=list)
     seen: dict[int, float] = field(default_factory=dict)  # pid -> create_time
     roles: dict[int, str] = field(default_factory=dict)
+    cmdlines: dict[int, list[str]] = field(default_factory=dict)  # as last recorded
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _watcher: threading.Thread | None = None
@@ -159,22 +176,27 @@ class ProcessSet:
             self._remember(self._dog.pid, "watchdog")
 
     def _remember(self, pid: int, role: str) -> None:
-        if pid in self.seen:
-            return
+        """Record `pid` when first seen, and again whenever its command line changed (exec)."""
         try:
-            created = psutil.Process(pid).create_time()
+            p = psutil.Process(pid)
+            created = p.create_time()
+            cmdline = p.cmdline()
         except psutil.Error:
             return
+        if pid in self.seen and (self.seen[pid] != created or self.cmdlines[pid] == cmdline):
+            return  # known as it is (or a recycled PID: not ours)
         self.seen[pid] = created
-        self.roles[pid] = role
+        self.roles.setdefault(pid, role)
+        self.cmdlines[pid] = cmdline
         if self.record is not None:
             with self.record.open("a") as f:
-                f.write(f"{pid},{created!r},{role.replace(',', ';')}\n")
+                f.write(record_line(pid, created, self.roles[pid], cmdline))
 
     def snapshot(self) -> None:
         """Record every live descendant of the processes started so far."""
         with self._lock:
             for proc in self.started:
+                self._remember(proc.pid, proc.role)  # exec'ed since (the launcher does)
                 try:
                     children = psutil.Process(proc.pid).children(recursive=True)
                 except psutil.Error:
@@ -281,30 +303,96 @@ def _depth(p: psutil.Process) -> int:
     return depth
 
 
-def sweep(record: Path) -> list[str]:
-    """Kill what a previous run recorded in `record` and left running; what was killed.
+def record_line(pid: int, created: float, role: str, cmdline: Sequence[str]) -> str:
+    """One signed line of logs/processes.csv."""
+    command = json.dumps(list(cmdline))
+    values = [str(pid), repr(created), role, command]
+    mac = key.sign(RECORD_LABEL, "\0".join(values).encode())
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerow([*values, mac])
+    return out.getvalue()
 
-    A PID counts only if its creation time is the one recorded: a recycled
-    PID belongs to someone else and is never touched.
+
+@dataclass(frozen=True)
+class Swept:
+    """What a sweep did: what it killed, and what it refused to touch and why."""
+
+    killed: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+
+def sweep(record: Path) -> Swept:
+    """Kill what a previous run recorded in `record` and left running, once each is proven ours.
+
+    A line counts only if this user's key signed it, and its process is
+    signalled only through a pidfd after its start time and command line
+    were read back equal to the line's (module docstring).
     """
-    killed = []
+    out = Swept()
     try:
-        lines = record.read_text().splitlines()[1:]
+        text = record.read_text(errors="replace")
     except OSError:
-        return []
-    for line in lines:
-        try:
-            pid_text, created_text, role = line.split(",", 2)
-            p = psutil.Process(int(pid_text))
-            if abs(p.create_time() - float(created_text)) > 0.01 or p.pid == os.getpid():
-                continue
-            if p.status() == psutil.STATUS_ZOMBIE:
-                continue
-            p.kill()
-            killed.append(f"{role} (pid {p.pid})")
-        except (ValueError, psutil.Error):
+        return out
+    signed: dict[tuple[int, float], list[tuple[str, list[str]]]] = {}
+    for n, row in enumerate(csv.reader(io.StringIO(text)), start=1):
+        if n == 1 or not row:
             continue
-    return killed
+        entry = _signed(row)
+        if entry is None:
+            out.refused.append(f"{record.name} line {n}: not signed by this account's key")
+            continue
+        pid, created, role, cmdline = entry
+        signed.setdefault((pid, created), []).append((role, cmdline))
+    for (pid, created), seen in signed.items():
+        outcome = _kill_if_same(pid, created, seen)
+        if outcome is not None:
+            killed, what = outcome
+            (out.killed if killed else out.refused).append(what)
+    return out
+
+
+def _signed(row: list[str]) -> tuple[int, float, str, list[str]] | None:
+    if len(row) != len(RECORD_FIELDS):
+        return None
+    *values, mac = row
+    if not key.verify(RECORD_LABEL, "\0".join(values).encode(), mac):
+        return None
+    try:
+        cmdline = json.loads(values[3])
+        return int(values[0]), float(values[1]), values[2], [str(c) for c in cmdline]
+    except (ValueError, TypeError):
+        return None
+
+
+def _kill_if_same(
+    pid: int, created: float, seen: list[tuple[str, list[str]]]
+) -> tuple[bool, str] | None:
+    """SIGKILL `pid` through a pidfd if it is still the process recorded: (killed, what);
+    None where there is nothing to say (gone, a zombie, a recycled PID)."""
+    role = seen[0][0]
+    if pid == os.getpid():
+        return None
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (ProcessLookupError, OSError):
+        return None  # gone
+    try:
+        # From here `pid` names the process the pidfd holds, or the signal fails.
+        p = psutil.Process(pid)
+        if p.status() == psutil.STATUS_ZOMBIE:
+            return None
+        started, cmdline = p.create_time(), p.cmdline()
+        if abs(started - created) > 0.01:
+            return None  # a recycled PID: another process, never ours to touch
+        if all(cmdline != recorded for _, recorded in seen):
+            shown = " ".join(cmdline)[:120]
+            return False, f"{role} (pid {pid}): its command line is not the recorded one ({shown})"
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        return True, f"{role} (pid {pid})"
+    except (psutil.Error, ProcessLookupError):
+        return None
+    finally:
+        os.close(pidfd)
 
 
 def wait_alive(procs: Sequence[Started], seconds: float) -> Started | None:

@@ -59,6 +59,7 @@ from fedbench.server.hooks import (
 )
 from fedbench.server.loop import LoopParts, LoopState
 from fedbench.server.modes import build_mode
+from fedbench.server.resumable import check_resumable
 from strategies.base import build_selector
 
 OVERRIDES_KEY = "fedbench-overrides"
@@ -84,8 +85,10 @@ def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, 
         # A run killed before its first checkpoint starts over; what it wrote is kept aside.
         if set_aside(run_dir, (ROUNDS_CSV, SERVER_ROUNDS_CSV, SUMMARY_JSON)):
             progress("no checkpoint: starting over (earlier rows moved to *.interrupted-*)")
-    elif "integrity" in resumed.writer:
-        rows.verify(resumed.writer["integrity"])
+    else:
+        if "integrity" in resumed.writer:
+            rows.verify(resumed.writer["integrity"])
+        check_resumable(run_dir, resumed, sum(1 for _ in scenario.schedule()))
     writer = RunWriter(run_dir, {"name": experiment.name, "num_devices": len(devices)})
     server_rounds = ServerRoundsWriter(run_dir)
     watch = UpdateWatch(writer.meta)

@@ -9,10 +9,22 @@ of rounds.csv. Only tensors and plain data are stored, and it is read back
 with `torch.load(weights_only=True)`: a checkpoint cannot run code. A run
 resumed from it continues after the last complete round and, with the same
 seed, produces the same records and accuracy as a run never interrupted.
+
+The file is keyed (format 3): a header line, the id of the key that wrote it
+and an HMAC-SHA256 of the body under this user's secret (fedbench.trust.key),
+then the body (`torch.save`). `load` checks the HMAC before it parses a byte of
+the body, so an edited checkpoint - or rounds.csv edited with the checkpoint's
+fingerprint recomputed - is refused. One written under another account's key
+cannot be verified; the driver may accept it explicitly (`resume_untrusted=true`,
+fedbench.resume), and then names the exact bytes it accepted to the server in
+`FEDBENCH_ACCEPTED_CHECKPOINT` (their SHA-256), so the server reads the same
+file or nothing.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import random
 from collections.abc import Mapping
@@ -25,9 +37,14 @@ import torch
 from flwr.app import ArrayRecord
 
 from fedbench.errors import FedbenchError
+from fedbench.trust import key
 
 CHECKPOINT = "checkpoint.pt"
-FORMAT = 2
+FORMAT = 3
+MAGIC = b"fedbench-checkpoint 3\n"
+MAC_LABEL = "checkpoint"
+ACCEPTED_ENV = "FEDBENCH_ACCEPTED_CHECKPOINT"  # SHA-256 of a body the driver accepted unkeyed
+UNTRUSTED_HINT = "resume_untrusted=true continues it anyway, its content still checked"
 
 
 @dataclass(frozen=True)
@@ -121,31 +138,96 @@ def _plain(value: Any) -> Any:
 def save(run_dir: Path, ckpt: Checkpoint) -> None:
     path = run_dir / CHECKPOINT
     tmp = path.with_suffix(".pt.tmp")
+    buffer = io.BytesIO()
+    torch.save({"format": FORMAT, **{k: encode(v) for k, v in ckpt.__dict__.items()}}, buffer)
+    body = buffer.getvalue()
+    header = f"key {key.key_id()}\nhmac {key.sign(MAC_LABEL, body)}\n".encode()
     with tmp.open("wb") as f:
-        torch.save({"format": FORMAT, **{k: encode(v) for k, v in ckpt.__dict__.items()}}, f)
+        f.write(MAGIC + header)
+        f.write(body)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)  # a kill leaves either the old or the new checkpoint, whole
 
 
-def load(run_dir: Path) -> Checkpoint | None:
+@dataclass(frozen=True)
+class Sealed:
+    """A checkpoint file's body and whether this user's key vouches for it."""
+
+    body: bytes
+    keyed: bool  # the HMAC verified under this user's key
+    problem: str  # why not, when not: one line naming the file
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.body).hexdigest()
+
+
+def unseal(path: Path) -> Sealed:
+    """The body of `path` and whether its HMAC verifies (nothing of the body is parsed)."""
+    data = path.read_bytes()
+    if not data.startswith(MAGIC):
+        if data[:2] != b"PK":  # not even torch.save's zip
+            return Sealed(data, False, f"{path} is not a readable fedbench checkpoint (no header)")
+        why = "a checkpoint of an older fedbench (or plain torch.save), written without a key"
+        return Sealed(data, False, f"{path}: {why}; fedbench cannot verify it ({UNTRUSTED_HINT})")
+    rest = data[len(MAGIC) :]
+    lines = rest.split(b"\n", 2)
+    if len(lines) < 3 or not lines[0].startswith(b"key ") or not lines[1].startswith(b"hmac "):
+        return Sealed(b"", False, f"{path}: damaged checkpoint header")
+    written_by = lines[0][4:].decode(errors="replace")
+    mac, body = lines[1][5:].decode(errors="replace"), lines[2]
+    if written_by != key.key_id():
+        return Sealed(
+            body,
+            False,
+            f"{path}: written under another account's fedbench key ({written_by}; this "
+            f"account's is {key.key_id()}, {key.secret_path()}), so fedbench cannot verify "
+            f"that nobody edited it ({UNTRUSTED_HINT})",
+        )
+    if not key.verify(MAC_LABEL, body, mac):
+        return Sealed(
+            body,
+            False,
+            f"{path}: its HMAC does not match: the file was changed after fedbench wrote it "
+            f"(or rounds.csv's fingerprint in it was recomputed); refused ({UNTRUSTED_HINT})",
+        )
+    return Sealed(body, True, "")
+
+
+def load(run_dir: Path, accept: str | None = None) -> Checkpoint | None:
+    """The checkpoint in `run_dir`, if its HMAC verifies under this user's key.
+
+    An unkeyed (or foreign-keyed) one loads only if its body's SHA-256 is
+    `accept` (default: `FEDBENCH_ACCEPTED_CHECKPOINT`, what the driver accepted).
+    """
     path = run_dir / CHECKPOINT
     if not path.exists():
         return None
+    sealed = unseal(path)
+    accept = accept if accept is not None else os.environ.get(ACCEPTED_ENV)
+    if not sealed.keyed and not (accept and sealed.body and sealed.digest == accept):
+        raise FedbenchError(sealed.problem)
+    return parse(path, sealed.body)
+
+
+def parse(path: Path, body: bytes) -> Checkpoint:
+    """A checkpoint body, read as tensors and plain data only."""
     try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
+        data = torch.load(io.BytesIO(body), map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unreadable file is the same user-facing problem
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise FedbenchError(
             f"{path} is not a readable fedbench checkpoint ({first[:200]}); only tensors and "
             "plain data load, nothing that could run code"
         ) from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
+    # Format 2 is the same body without the keyed header (accepted only explicitly).
+    if not isinstance(data, dict) or data.get("format") not in (2, FORMAT):
         raise FedbenchError(f"{path} is not a fedbench checkpoint of format {FORMAT}")
     data.pop("format")
     try:
         return Checkpoint(**{k: decode(v) for k, v in data.items()})
-    except TypeError as exc:
+    except (TypeError, KeyError, AttributeError, ValueError) as exc:
         raise FedbenchError(
             f"{path} is not a fedbench checkpoint of format {FORMAT} ({exc})"
         ) from None

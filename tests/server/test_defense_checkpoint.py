@@ -24,11 +24,18 @@ class _Payload:
 
 
 def test_a_pickled_payload_in_checkpoint_pt_is_refused_and_never_runs(tmp_path: Path) -> None:
+    import hashlib
+
     marker = tmp_path / "pwned"
     with (tmp_path / checkpoint.CHECKPOINT).open("wb") as f:
         torch.save({"format": checkpoint.FORMAT, "round": _Payload(marker)}, f)
-    with pytest.raises(FedbenchError, match="only tensors and plain data load"):
+    # Unkeyed: refused before a byte is parsed.
+    with pytest.raises(FedbenchError, match="cannot verify it"):
         checkpoint.load(tmp_path)
+    # Accepted explicitly (resume_untrusted=true): parsed as tensors and plain data only.
+    accepted = hashlib.sha256((tmp_path / checkpoint.CHECKPOINT).read_bytes()).hexdigest()
+    with pytest.raises(FedbenchError, match="only tensors and plain data load"):
+        checkpoint.load(tmp_path, accept=accepted)
     assert not marker.exists()
     # The same bytes unpickled the old way would have run it: the test can fail.
     with (tmp_path / checkpoint.CHECKPOINT).open("rb") as f:
