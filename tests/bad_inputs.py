@@ -210,7 +210,7 @@ def _unreachable_ray(tmp: Path) -> object:
 
 
 def _entry(check: str, value: object) -> Callable[[Path], object]:
-    """One of the entry point's own checks (fedbench.__main__) on `value`."""
+    """One of the entry point's own checks (fedbench.__main__, fedbench.cli.gate) on `value`."""
     import fedbench.__main__ as entry
 
     return lambda tmp: getattr(entry, check)(value)
@@ -224,10 +224,10 @@ def _uncreatable_run_dir(tmp: Path) -> object:
 
 
 def _fresh_into_used(tmp: Path) -> object:
-    from fedbench.__main__ import _check_fresh
+    from fedbench.cli.gate import check_fresh
 
     (tmp / "rounds.csv").write_text("round\n1\n")
-    return _check_fresh(tmp)
+    return check_fresh(tmp)
 
 
 def _write_folder(with_config: bool, with_ckpt: bool) -> Callable:
@@ -587,7 +587,7 @@ CASES: tuple[Case, ...] = (
         "run-dir-uncreatable",
         "`hydra.run.dir=` a folder that cannot be created (under a file)",
         _uncreatable_run_dir,
-        ("hydra.run.dir=", "cannot create the run folder", "this user can write"),
+        ("hydra.run.dir=", "cannot create or write this folder", "this user can write"),
     ),
     Case(
         "hydra-grammar",

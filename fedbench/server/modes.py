@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from fedbench.errors import FedbenchError
+from fedbench.server.close.base import RoundClose
 from fedbench.server.loop import LoopParts, RoundLoop
 
 
@@ -20,6 +21,11 @@ class RunMode(ABC):
 
     @abstractmethod
     def loop(self, parts: LoopParts) -> RoundLoop: ...
+
+    @abstractmethod
+    def check(self, fleet_size: int, picked: int, close: RoundClose) -> None:
+        """Refuse (FedbenchError) settings this fleet can never satisfy (`picked`: a round's
+        devices; `close`: the experiment's round-close policy), before anything starts."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,9 @@ class Synchronous(RunMode):
 
     def loop(self, parts: LoopParts) -> RoundLoop:
         return RoundLoop(parts)
+
+    def check(self, fleet_size: int, picked: int, close: RoundClose) -> None:
+        close.check_round(picked)
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,21 @@ class FedBuff(RunMode):
         exponent = self.staleness_exponent
         if isinstance(exponent, bool) or not isinstance(exponent, (int, float)) or exponent < 0:
             raise FedbenchError(f"mode.staleness_exponent must be >= 0, got {exponent!r}")
+
+    def check(self, fleet_size: int, picked: int, close: RoundClose) -> None:
+        # FedBuff has no rounds to close: `close` does not apply (the loop says so at start).
+        for key in ("buffer_size", "concurrency"):
+            value = getattr(self, key)
+            if value is not None and value > fleet_size:
+                what = (
+                    "an aggregation would wait for more updates than there are devices"
+                    if key == "buffer_size"
+                    else "no more devices than the fleet's can train at once"
+                )
+                raise FedbenchError(
+                    f"mode.{key}={value} is larger than the fleet ({fleet_size} devices): {what}; "
+                    f"choose 1..{fleet_size}" + (" or null" if key == "concurrency" else "")
+                )
 
     def weight(self, staleness: int) -> float:
         """How much an update `staleness` versions old counts."""
