@@ -15,8 +15,13 @@ from pathlib import Path
 from fedbench.errors import FedbenchError
 
 
-def check_folder(key: str, value: str | Path) -> Path:
-    """`key=value` is, or can become, a folder this user can write; the path, expanded."""
+def check_folder(key: str, value: str | Path, shown: str | Path | None = None) -> Path:
+    """`key=value` is, or can become, a folder this user can write; the path, expanded.
+
+    `shown`: the value the user gave, when `value` is derived from it (a file's folder).
+    """
+    given = value if shown is None else shown
+    named = "" if shown is None else f" {Path(value).expanduser()}"  # when it is not the value
     if not str(value).strip():
         raise FedbenchError(f"{key}= is empty: give a folder")
     path = Path(value).expanduser()
@@ -27,14 +32,14 @@ def check_folder(key: str, value: str | Path) -> Path:
                 folder.mkdir()
                 made.append(folder)
         if not path.is_dir():
-            raise FedbenchError(f"{key}={value}: a file, not a folder; give a folder")
+            raise FedbenchError(f"{key}={given}:{named} a file, not a folder; give a folder")
         probe = path / ".fedbench-write-test"
         probe.touch()
         probe.unlink()
     except OSError as exc:
         raise FedbenchError(
-            f"{key}={value}: cannot create or write this folder ({exc.strerror or exc}); give a "
-            "folder this user can write"
+            f"{key}={given}: cannot create or write the folder{named} ({exc.strerror or exc}); "
+            "give a folder this user can write"
         ) from None
     finally:
         for folder in reversed(made):
@@ -48,7 +53,7 @@ def check_file(key: str, value: str | Path) -> Path:
     path = Path(value).expanduser()
     if path.is_dir():
         raise FedbenchError(f"{key}={value}: a folder, not a file; give a file name")
-    check_folder(key, path.parent)
+    check_folder(key, path.parent, shown=value)
     existed = path.exists()
     try:
         with path.open("ab"):

@@ -59,12 +59,19 @@ def preflight(experiment: Experiment) -> None:
     scenario = build_scenario(experiment)
     runtime = build_runtime(experiment)
     runtime.preflight(experiment)
+    if experiment.fleet.population is not None:
+        from fedbench.server.fleet_view import FleetView
+
+        FleetView(devices, experiment)  # draws the population: its trace files are read here
     if experiment.app is not None:
         # The app brings its own model and data. Its ServerApp runs once up to its first
         # send, as the server will: an app that fails at start is refused here, before the
         # run folder exists, rather than as a traceback from inside the run.
+        from flwr.clientapp import ClientApp
+
         from fedbench.server.capture import capture
 
+        experiment.app.load(experiment.app.clientapp, ClientApp, "clientapp")  # importable?
         flwr_logger = logging.getLogger("flwr")  # its strategy's banner is not ours to print
         level = flwr_logger.level
         flwr_logger.setLevel(logging.ERROR)

@@ -587,7 +587,7 @@ CASES: tuple[Case, ...] = (
         "run-dir-uncreatable",
         "`hydra.run.dir=` a folder that cannot be created (under a file)",
         _uncreatable_run_dir,
-        ("hydra.run.dir=", "cannot create or write this folder", "this user can write"),
+        ("hydra.run.dir=", "cannot create or write the folder", "this user can write"),
     ),
     Case(
         "hydra-grammar",
@@ -664,12 +664,67 @@ CASES: tuple[Case, ...] = (
         ("runtime.proxy='envoy'", "auto, nginx, python"),
     ),
     Case(
+        "app-evaluate-raises",
+        "a user app's `evaluate_fn` raising in round 3 (the run ends `failed`, failure `app`)",
+        lambda t: _evaluate_fn_raises(t),
+        ("app my-app: its evaluate_fn (round 3) raised KeyError: 'accuracy'",),
+    ),
+    Case(
+        "algorithm-fedyogi-tau",
+        "`algorithm=fedyogi algorithm.tau=0`",
+        lambda t: __import__("fedbench.preflight", fromlist=["x"]).preflight(
+            _typed(["experiment=smoke", "algorithm=fedyogi", "algorithm.tau=0"])
+        ),
+        ("algorithm.tau=0: must be > 0",),
+    ),
+    Case(
+        "trimmed-beta",
+        "`algorithm=fedtrimmedavg algorithm.beta=0.5` (cuts every update)",
+        lambda t: __import__("fedbench.preflight", fromlist=["x"]).preflight(
+            _typed(["experiment=smoke", "algorithm=fedtrimmedavg", "algorithm.beta=0.5"])
+        ),
+        ("FedTrimmedAvg", "beta", "[0, 0.5)"),
+    ),
+    Case(
+        "fedavgm-momentum",
+        "`algorithm=fedavgm algorithm.server_momentum=1`",
+        lambda t: __import__("fedbench.preflight", fromlist=["x"]).preflight(
+            _typed(["experiment=smoke", "algorithm=fedavgm", "algorithm.server_momentum=1"])
+        ),
+        ("algorithm.server_momentum=1", "[0, 1)"),
+    ),
+    Case(
+        "deployment-host-name",
+        "`runtime=deployment runtime.address=server.lan` (a name, not an address)",
+        lambda t: __import__("fedbench.runtime.deployment", fromlist=["x"]).check_address(
+            "server.lan"
+        ),
+        ("runtime.address='server.lan': not an IP address", "runtime.advertise"),
+    ),
+    Case(
+        "plot-is-a-folder",
+        "`fedbench.fleet describe plot=` an existing folder",
+        lambda t: __import__("fedbench.folders", fromlist=["x"]).check_file("plot", t),
+        ("plot=<tmp>: a folder, not a file",),
+    ),
+    Case(
         "defense-ratio",
         "`defense.max_norm_ratio=0.5` (must exceed 1)",
         _experiment("defense.max_norm_ratio=0.5"),
         ("defense.max_norm_ratio=0.5", "> 1"),
     ),
 )
+
+
+def _evaluate_fn_raises(tmp: Path) -> object:
+    from flwr.app import ArrayRecord
+
+    from fedbench.server.evaluation import AppEvaluation
+
+    def evaluate(server_round: int, arrays: ArrayRecord) -> None:
+        raise KeyError("accuracy")
+
+    return AppEvaluation(evaluate, "my-app")(3, ArrayRecord())
 
 
 def _resume_runtime(tmp: Path) -> object:
@@ -707,17 +762,30 @@ def write_table(path: Path) -> None:
         message = run_case(case).replace("|", "\\|").replace("\n", " ")
         lines.append(f"| {i} | {case.what} | {message} |")
     from tests.test_errors import CASES as CLI
+    from tests.test_errors import run_cases
 
     lines += [
         "",
         "## On the command line (`tests/test_errors.py`)",
         "",
-        "| # | command | the error names |",
+        "Each command runs as its own process in an empty folder and must print exactly this",
+        "one line on stderr, exit with code 2 and leave the folder empty (no",
+        "`outputs/<date>/<time>/`). `{fx}` is a folder with the file the case needs. The test",
+        "appends `dry_run=true` to `python -m fedbench` (a case that were not refused would stop",
+        "after its checks instead of running); the refusal is the same without it.",
+        "",
+        "| # | command | error |",
         "|---|---|---|",
     ]
-    for i, (overrides, expected) in enumerate(CLI, len(CASES) + 1):
-        shown = " / ".join(f"`{e}`" for e in expected).replace("|", "\\|")
-        lines.append(f"| {i} | `python -m fedbench {' '.join(overrides)}` | {shown} |")
+    with tempfile.TemporaryDirectory() as tmp:
+        outcomes = run_cases(CLI, Path(tmp))
+        for i, case in enumerate(CLI, len(CASES) + 1):
+            outcome = outcomes[case.name]
+            message = outcome.result.stderr.strip().replace(str(outcome.fx), "{fx}")
+            message = message.replace(str(Path(__file__).resolve().parents[1]), "<fedbench>")
+            shown = case.shown.replace(str(Path(__file__).resolve().parents[1]), "<fedbench>")
+            cell = message.replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {i} | `{shown}` | {cell} |")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
 

@@ -20,16 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 # What the parent imports before forking: everything the entry points load.
-PRELOAD = (
+PRELOAD = (  # what the entry points load, not the entry modules (runpy runs those afresh)
     "torch",
     "flwr.app",
-    "fedbench.__main__",
-    "fedbench.cli.main",
+    "flwr.serverapp",
+    "hydra",
+    "cryptography.x509",
+    "fedbench.cli.gate",
+    "fedbench.experiment.overrides",
     "fedbench.preflight",
     "fedbench.population.describe",
-    "fedbench.analyze.cli",
-    "fedbench.device",
-    "fedbench.security",
+    "fedbench.analyze.runs",
 )
 
 
@@ -91,6 +92,10 @@ def _child(job: dict, out: Path, err: Path) -> None:  # pragma: no cover - runs 
         os.chdir(job["cwd"])
         os.environ.update(job["env"])
         sys.argv = [job["module"], *job["args"]]
+        # As `python -m`: the entry module runs once, as __main__ (the parent may have imported
+        # it as a dependency of another entry point).
+        sys.modules.pop(job["module"], None)
+        sys.modules.pop(f"{job['module']}.__main__", None)
         runpy.run_module(job["module"], run_name="__main__", alter_sys=True)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)

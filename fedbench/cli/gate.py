@@ -8,8 +8,10 @@ folder that holds another run. `RunGate` is a Hydra callback
 that: it builds the typed experiment, checks `resume=` and the run folder,
 and preflights every object the run will build. A refusal is one line on
 stderr and exit code 2, and nothing is written. `dry_run=true` stops there
-after printing what would run. A job of a sweep (`-m`) is checked the same
-way inside its own folder, which is removed again if the job is refused.
+after printing what would run. A sweep (`-m`) has every job checked the
+same way in `on_multirun_start`, before the sweep's folder exists (Hydra's
+basic sweeper; a search plugin picks its jobs as it goes, so each of those
+is checked in its own folder, which is removed again if it is refused).
 
 `resume=<folder>` runs in that folder: the gate points Hydra's run
 directory at it and turns `.hydra/` off, so a resumed run neither makes an
@@ -139,6 +141,25 @@ class RunGate(Callback):
                 config.hydra.output_subdir = None  # the folder's own .hydra/ stays as it was
         RunGate.pending = prepared
 
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Every job of the sweep is checked before the first starts (Hydra's basic sweeper)."""
+        checked: list[str] = []
+        dry_run = False
+        try:
+            for i, total, job in _sweep_jobs(config):
+                shown = " ".join(job) or "(no overrides)"
+                try:
+                    prepared = prepare_job(job, Path(str(config.hydra.sweep.dir)) / str(i))
+                except FedbenchError as exc:
+                    raise FedbenchError(f"sweep job {i + 1}/{total} ({shown}): {exc}") from None
+                dry_run = prepared.dry_run
+                checked.append(f"job {i + 1}/{total} ({shown}): {describe(prepared)}")
+        except FedbenchError as exc:
+            refuse(exc)
+        if dry_run:  # the sweep's folder is never made
+            print("\n".join(checked), flush=True)
+            sys.exit(0)
+
     @staticmethod
     def take(cfg: DictConfig) -> Prepared:
         """The run the gate checked, or (a sweep's job) this job checked in its folder."""
@@ -156,6 +177,37 @@ class RunGate(Callback):
             print(describe(prepared), flush=True)
             sys.exit(0)
         return prepared
+
+
+def _sweep_jobs(config: DictConfig) -> list[tuple[int, int, list[str]]]:
+    """(number, count, overrides) of each job Hydra's basic sweeper will run; [] for others."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    if not str(config.hydra.sweeper.get("_target_", "")).endswith("BasicSweeper"):
+        return []  # a search (Optuna, ...) picks its jobs as it goes
+    params = config.hydra.sweeper.get("params") or {}
+    items = [f"{k}={v}" for k, v in params.items()] + [str(o) for o in config.hydra.overrides.task]
+    parsed = OverridesParser.create().parse_overrides(items)
+    jobs = [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
+    return [(i, len(jobs), job) for i, job in enumerate(jobs)]
+
+
+def prepare_job(overrides: list[str], run_dir: Path) -> Prepared:
+    """One job's checks, its config composed as Hydra will compose it."""
+    from hydra import compose
+
+    from fedbench.experiment.overrides import explain
+
+    try:
+        config = compose(config_name="config", overrides=overrides, return_hydra_config=True)
+    except Exception as exc:
+        refusal = explain(exc, overrides)
+        if refusal is None:
+            raise
+        raise refusal from None
+    HydraConfig.instance().set_config(config)
+    return prepare(_task_config(config), config.hydra, run_dir)
 
 
 def discard(run_dir: Path) -> None:

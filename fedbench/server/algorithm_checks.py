@@ -6,6 +6,7 @@ aggregates by a rule whose guarantee no longer holds. Each entry below is
 one Flower strategy class (subclasses included: FedAdam, FedYogi and
 FedAdagrad are FedOpt) and the check its parameters need; preflight and the
 server run them once the strategy is built, with the devices a round picks.
+(FedTrimmedAvg checks its `beta` itself.)
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from flwr.serverapp.strategy import FedAvgM, FedProx, FedTrimmedAvg, MultiKrum, Strategy
+from flwr.serverapp.strategy import FedAvgM, FedProx, MultiKrum, Strategy
 from flwr.serverapp.strategy.fedopt import FedOpt
 
 from fedbench.errors import FedbenchError
@@ -68,10 +69,6 @@ def _krum(strategy: Strategy, picked: int) -> None:
         )
 
 
-def _trimmed(strategy: Strategy, picked: int) -> None:
-    _fraction(strategy, "beta", 0.5, "the share cut from each end; 0.5 cuts everything")
-
-
 def _fedavgm(strategy: Strategy, picked: int) -> None:
     _number(strategy, "server_learning_rate", 0, math.inf, "0 never moves the model")
     _fraction(strategy, "server_momentum", 1, "1 or more never forgets, or diverges")
@@ -84,7 +81,6 @@ def _fedprox(strategy: Strategy, picked: int) -> None:
 CHECKS: tuple[tuple[type[Strategy], Callable[[Strategy, int], None]], ...] = (
     (FedOpt, _fedopt),
     (MultiKrum, _krum),
-    (FedTrimmedAvg, _trimmed),
     (FedAvgM, _fedavgm),
     (FedProx, _fedprox),
 )
