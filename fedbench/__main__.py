@@ -52,7 +52,12 @@ _HYDRA_FLAGS_WITH_VALUE = frozenset(
 _RUN_DIR_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
 
 
+class _Task:
+    started = False  # the task function was entered: later errors are the run's, not Hydra's
+
+
 def run(cfg: DictConfig) -> None:
+    _Task.started = True
     prepared = RunGate.take(cfg)  # checked before Hydra made the folder (fedbench.cli.gate)
     experiment, run_dir = prepared.experiment, prepared.run_dir
     with RunLock(run_dir):
@@ -162,6 +167,8 @@ def main() -> None:
     try:
         _main()
     except Exception as exc:
+        if _Task.started:
+            raise  # a failure inside a run keeps its traceback
         refusal = explain(exc, [a for a in argv if not a.startswith("-")])
         if refusal is None:
             raise
