@@ -85,6 +85,13 @@ def _experiment(*overrides: str) -> Callable[[Path], object]:
     return lambda tmp: _typed(list(overrides))
 
 
+def _preflight(*overrides: str) -> Callable[[Path], object]:
+    """A command line's overrides, composed, typed and preflighted as the entry point does."""
+    from fedbench.preflight import preflight
+
+    return lambda tmp: preflight(_typed(list(overrides)))  # type: ignore[arg-type]
+
+
 def _resume(tmp: Path, setup: Callable[[Path], None]) -> object:
     from fedbench.resume import resumed_experiment
 
@@ -672,25 +679,19 @@ CASES: tuple[Case, ...] = (
     Case(
         "algorithm-fedyogi-tau",
         "`algorithm=fedyogi algorithm.tau=0`",
-        lambda t: __import__("fedbench.preflight", fromlist=["x"]).preflight(
-            _typed(["experiment=smoke", "algorithm=fedyogi", "algorithm.tau=0"])
-        ),
+        _preflight("experiment=smoke", "algorithm=fedyogi", "algorithm.tau=0"),
         ("algorithm.tau=0: must be > 0",),
     ),
     Case(
         "trimmed-beta",
         "`algorithm=fedtrimmedavg algorithm.beta=0.5` (cuts every update)",
-        lambda t: __import__("fedbench.preflight", fromlist=["x"]).preflight(
-            _typed(["experiment=smoke", "algorithm=fedtrimmedavg", "algorithm.beta=0.5"])
-        ),
+        _preflight("experiment=smoke", "algorithm=fedtrimmedavg", "algorithm.beta=0.5"),
         ("FedTrimmedAvg", "beta", "[0, 0.5)"),
     ),
     Case(
         "fedavgm-momentum",
         "`algorithm=fedavgm algorithm.server_momentum=1`",
-        lambda t: __import__("fedbench.preflight", fromlist=["x"]).preflight(
-            _typed(["experiment=smoke", "algorithm=fedavgm", "algorithm.server_momentum=1"])
-        ),
+        _preflight("experiment=smoke", "algorithm=fedavgm", "algorithm.server_momentum=1"),
         ("algorithm.server_momentum=1", "[0, 1)"),
     ),
     Case(

@@ -102,6 +102,16 @@ def _not_a_certificate(fx: Path) -> None:
     (fx / "ca.pem").write_text("hello, I am no certificate\n")
 
 
+def _describe(name: str, args: tuple[str, ...], expect: str) -> CliCase:
+    return CliCase(name, ("describe", *args), (expect,), "fedbench.fleet")
+
+
+def _analyze(name: str, damage: Callable[[Path], object], expect: str) -> CliCase:
+    """`fedbench.analyze` on a run folder that `damage` spoilt."""
+    args = ("{fx}/run", "figures=false")
+    return CliCase(name, args, (expect,), "fedbench.analyze", setup=_run_folder(damage))
+
+
 def _smoke(*extra: str) -> tuple[str, ...]:
     return ("experiment=smoke", *extra)
 
@@ -292,57 +302,33 @@ CASES: tuple[CliCase, ...] = (
         ("scenario.replay_days must be an integer",),
     ),
     # the other entry points
-    CliCase(
-        "describe-unknown-fleet",
-        ("describe", "fleet=nofleet"),
-        ("fleet=nofleet: no such option", "phones_100"),
-        module="fedbench.fleet",
-    ),
-    CliCase(
+    _describe("describe-unknown-fleet", ("fleet=nofleet",), "fleet=nofleet: no such option"),
+    _describe(
         "describe-plot",
-        ("describe", "fleet=host3", "plot=/proc/fedbench/population.png"),
-        ("plot=/proc/fedbench/population.png: cannot create or write",),
-        module="fedbench.fleet",
+        ("fleet=host3", "plot=/proc/fedbench/population.png"),
+        "plot=/proc/fedbench/population.png: cannot create or write",
     ),
-    CliCase(
-        "describe-key",
-        ("describe", "fleet=host3", "seeed=1"),
-        ("seeed=1: unknown key", "did you mean 'seed'"),
-        module="fedbench.fleet",
-    ),
-    CliCase(
-        "describe-flag",
-        ("describe", "--verbose"),
-        ("--verbose: not an option",),
-        module="fedbench.fleet",
-    ),
-    CliCase(
+    _describe("describe-key", ("fleet=host3", "seeed=1"), "seeed=1: unknown key (did you mean"),
+    _describe("describe-flag", ("--verbose",), "--verbose: not an option"),
+    _analyze(
         "analyze-garbage-rounds",
-        ("{fx}/run", "figures=false"),
-        ("rounds.csv: not a rounds.csv fedbench wrote (no column round",),
-        module="fedbench.analyze",
-        setup=_run_folder(lambda r: (r / "rounds.csv").write_text('not, "a\nrounds file\n')),
+        lambda r: (r / "rounds.csv").write_text('not, "a\nrounds file\n'),
+        "rounds.csv: not a rounds.csv fedbench wrote (no column round",
     ),
-    CliCase(
+    _analyze(
         "analyze-binary-rounds",
-        ("{fx}/run", "figures=false"),
-        ("rounds.csv: not a rounds.csv fedbench wrote (not text)",),
-        module="fedbench.analyze",
-        setup=_run_folder(lambda r: (r / "rounds.csv").write_bytes(bytes(range(256)) * 4)),
+        lambda r: (r / "rounds.csv").write_bytes(bytes(range(256)) * 4),
+        "rounds.csv: not a rounds.csv fedbench wrote (not text)",
     ),
-    CliCase(
+    _analyze(
         "analyze-corrupt-summary",
-        ("{fx}/run", "figures=false"),
-        ("summary.json: not valid JSON",),
-        module="fedbench.analyze",
-        setup=_run_folder(lambda r: (r / "summary.json").write_text('{"status": "compl')),
+        lambda r: (r / "summary.json").write_text('{"status": "compl'),
+        "summary.json: not valid JSON",
     ),
-    CliCase(
+    _analyze(
         "analyze-list-summary",
-        ("{fx}/run", "figures=false"),
-        ("summary.json: a JSON list, not the object fedbench writes",),
-        module="fedbench.analyze",
-        setup=_run_folder(lambda r: (r / "summary.json").write_text("[1, 2, 3]")),
+        lambda r: (r / "summary.json").write_text("[1, 2, 3]"),
+        "summary.json: a JSON list, not the object fedbench writes",
     ),
     CliCase(
         "tls-bad-host",
