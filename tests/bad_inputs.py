@@ -785,8 +785,9 @@ def write_table(path: Path) -> None:
             message = outcome.result.stderr.strip().replace(str(outcome.fx), "{fx}")
             message = message.replace(str(Path(__file__).resolve().parents[1]), "<fedbench>")
             shown = case.shown.replace(str(Path(__file__).resolve().parents[1]), "<fedbench>")
+            shown = f"`{shown}`" + (f" ({case.what})" if case.what else "")
             cell = message.replace("|", "\\|").replace("\n", " ")
-            lines.append(f"| {i} | `{shown}` | {cell} |")
+            lines.append(f"| {i} | {shown.replace('|', chr(92) + '|')} | {cell} |")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
 

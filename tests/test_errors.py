@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -41,6 +42,7 @@ class CliCase:
     module: str = "fedbench"
     env: tuple[tuple[str, str], ...] = ()
     setup: Callable[[Path], object] | None = field(default=None, compare=False)
+    what: str = ""  # what the fixture holds, where the command alone does not say
 
     def command(self, fx: Path, cwd: Path) -> Command:
         args = tuple(a.replace("{fx}", str(fx)) for a in self.args)
@@ -52,7 +54,8 @@ class CliCase:
     @property
     def shown(self) -> str:
         env = " ".join(f"{k}={v}" for k, v in self.env)
-        return f"{env + ' ' if env else ''}python -m {self.module} {' '.join(self.args)}".strip()
+        command = shlex.join(["python", "-m", self.module, *self.args])
+        return f"{env} {command}".strip()
 
 
 # --- fixtures, made in the case's own folder -----------------------------------------------
@@ -106,10 +109,10 @@ def _describe(name: str, args: tuple[str, ...], expect: str) -> CliCase:
     return CliCase(name, ("describe", *args), (expect,), "fedbench.fleet")
 
 
-def _analyze(name: str, damage: Callable[[Path], object], expect: str) -> CliCase:
+def _analyze(name: str, damage: Callable[[Path], object], expect: str, what: str) -> CliCase:
     """`fedbench.analyze` on a run folder that `damage` spoilt."""
     args = ("{fx}/run", "figures=false")
-    return CliCase(name, args, (expect,), "fedbench.analyze", setup=_run_folder(damage))
+    return CliCase(name, args, (expect,), "fedbench.analyze", setup=_run_folder(damage), what=what)
 
 
 def _smoke(*extra: str) -> tuple[str, ...]:
@@ -206,6 +209,7 @@ CASES: tuple[CliCase, ...] = (
         ("data=cifar10", "data.source.root={fx}/oneclass", "data.source.download=false"),
         ("holds 1 class(es)", "at least 2"),
         setup=_one_class_cifar,
+        what="CIFAR-10 files whose labels are all 3",
     ),
     CliCase(
         "ray-temp-file",
@@ -233,18 +237,21 @@ CASES: tuple[CliCase, ...] = (
         ("fleet=phones_100", "fleet.population.trace.availability={fx}/trace.csv"),
         ("column start_s",),
         setup=_trace(b"device,start_s,end_s,state\n0,abc,100,available\n"),
+        what="a trace whose start_s is 'abc'",
     ),
     CliCase(
         "trace-short-row",
         ("fleet=phones_100", "fleet.population.trace.availability={fx}/trace.csv"),
         ("line 3 has 2 value(s), the header 4",),
         setup=_trace(b"device,start_s,end_s,state\n0,0,100,available\n1,5\n"),
+        what="a trace with a short row",
     ),
     CliCase(
         "trace-binary",
         ("fleet=phones_100", "fleet.population.trace.availability={fx}/trace.csv"),
         ("not a text CSV file",),
         setup=_trace(bytes(range(256)) * 8),
+        what="a binary trace",
     ),
     CliCase(
         "batch-larger-than-data",
@@ -314,21 +321,25 @@ CASES: tuple[CliCase, ...] = (
         "analyze-garbage-rounds",
         lambda r: (r / "rounds.csv").write_text('not, "a\nrounds file\n'),
         "rounds.csv: not a rounds.csv fedbench wrote (no column round",
+        "rounds.csv is garbage text",
     ),
     _analyze(
         "analyze-binary-rounds",
         lambda r: (r / "rounds.csv").write_bytes(bytes(range(256)) * 4),
         "rounds.csv: not a rounds.csv fedbench wrote (not text)",
+        "rounds.csv is binary",
     ),
     _analyze(
         "analyze-corrupt-summary",
         lambda r: (r / "summary.json").write_text('{"status": "compl'),
         "summary.json: not valid JSON",
+        "summary.json is cut short",
     ),
     _analyze(
         "analyze-list-summary",
         lambda r: (r / "summary.json").write_text("[1, 2, 3]"),
         "summary.json: a JSON list, not the object fedbench writes",
+        "summary.json is a list",
     ),
     CliCase(
         "tls-bad-host",
@@ -342,6 +353,7 @@ CASES: tuple[CliCase, ...] = (
         ("pi.key already exists", "force=true"),
         module="fedbench.device",
         setup=_keys,
+        what="a second time: the key pair exists",
     ),
     CliCase(
         "device-not-a-certificate",
@@ -349,6 +361,7 @@ CASES: tuple[CliCase, ...] = (
         ("root_certificates=", "not a PEM certificate"),
         module="fedbench.device",
         setup=_not_a_certificate,
+        what="ca.pem holds no certificate",
     ),
 )
 
