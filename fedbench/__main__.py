@@ -60,7 +60,7 @@ def run(cfg: DictConfig) -> None:
     _Task.started = True
     prepared = RunGate.take(cfg)  # checked before Hydra made the folder (fedbench.cli.gate)
     experiment, run_dir = prepared.experiment, prepared.run_dir
-    with RunLock(run_dir):
+    with prepared.lock or RunLock(run_dir):  # the gate holds it if the folder existed
         try:
             if not prepared.resume:
                 check_fresh(run_dir)  # again, now that the folder is locked

@@ -677,6 +677,12 @@ CASES: tuple[Case, ...] = (
         ("app my-app: its evaluate_fn (round 3) raised KeyError: 'accuracy'",),
     ),
     Case(
+        "app-import-raises",
+        "a user app whose ClientApp module raises while it is imported",
+        lambda t: _app_import_raises(t),
+        ("app my-app: importing clientapp 'broken_client_app:app' raised RuntimeError",),
+    ),
+    Case(
         "algorithm-fedyogi-tau",
         "`algorithm=fedyogi algorithm.tau=0`",
         _preflight("experiment=smoke", "algorithm=fedyogi", "algorithm.tau=0"),
@@ -726,6 +732,16 @@ def _evaluate_fn_raises(tmp: Path) -> object:
         raise KeyError("accuracy")
 
     return AppEvaluation(evaluate, "my-app")(3, ArrayRecord())
+
+
+def _app_import_raises(tmp: Path) -> object:
+    from flwr.clientapp import ClientApp
+
+    from fedbench.experiment.app import AppConfig
+
+    (tmp / "broken_client_app.py").write_text("raise RuntimeError('no GPU found')\n")
+    app = AppConfig(root=str(tmp), clientapp="broken_client_app:app", name="my-app")
+    return app.load(app.clientapp, ClientApp, "clientapp")
 
 
 def _resume_runtime(tmp: Path) -> object:

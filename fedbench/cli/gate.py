@@ -36,6 +36,7 @@ from fedbench.errors import FedbenchError
 from fedbench.experiment.compose import experiment_from, resolve
 from fedbench.experiment.schema import MAX_SEED, Experiment
 from fedbench.preflight import preflight, targets
+from fedbench.report.lock import RunLock
 from fedbench.report.writer import ROUNDS_CSV
 from fedbench.server.checkpoint import CHECKPOINT
 
@@ -51,6 +52,7 @@ class Prepared:
     run_dir: Path
     resume: bool
     dry_run: bool
+    lock: RunLock | None = None  # taken when the folder already existed: the run keeps it
 
 
 def refuse(exc: FedbenchError | str, prog: str = "fedbench") -> NoReturn:
@@ -92,10 +94,18 @@ def prepare(cfg: DictConfig, hydra_cfg: Any, run_dir: Path) -> Prepared:
         others = [o for o in overrides if not o.startswith("resume=")]
         experiment = resumed_experiment(Path(resume), experiment if others else None)
         run_dir = Path(experiment.output_dir)
-    else:
-        check_fresh(run_dir)
-    preflight(experiment)
-    return Prepared(experiment, run_dir, bool(resume), dry_run)
+    # A folder that exists may be another run's: whether a run holds it is the first thing
+    # to say, before what it holds. A folder that does not exist yet is not made here.
+    lock = RunLock(run_dir).acquire() if run_dir.is_dir() and not dry_run else None
+    try:
+        if not resume:
+            check_fresh(run_dir)
+        preflight(experiment)
+    except BaseException:
+        if lock is not None:
+            lock.release()
+        raise
+    return Prepared(experiment, run_dir, bool(resume), dry_run, lock)
 
 
 def describe_lines(experiment: Experiment) -> list[str]:
