@@ -177,19 +177,42 @@ def module_of(target: str) -> str:
     return parts[-2] if len(parts) >= 2 else target
 
 
-def read_csv(path: Path) -> list[dict[str, str]]:
+def read_csv(path: Path, required: tuple[str, ...] = ()) -> list[dict[str, str]]:
+    """A run's CSV as rows; one that is not what fedbench writes is refused, naming the line."""
     if not path.is_file():
         return []
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
+    damaged = f"{path}: not a {path.name} fedbench wrote"
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            header = list(reader.fieldnames or [])
+    except UnicodeDecodeError:
+        raise FedbenchError(f"{damaged} (not text)") from None
+    except csv.Error as exc:
+        raise FedbenchError(f"{damaged} ({exc})") from None
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise FedbenchError(f"{damaged} (no column {', '.join(missing)}; it has {len(header)})")
+    for line, row in enumerate(rows, 2):
+        if None in row or None in row.values():
+            raise FedbenchError(f"{damaged} (line {line} has not {len(header)} values)")
+        if "round" in required and not row["round"].strip().isdigit():
+            raise FedbenchError(f"{damaged} (line {line}: round {row['round']!r})")
+    return rows
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    """summary.json as written; a damaged one is refused rather than read as empty."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
         return {}
-    return data if isinstance(data, dict) else {}
+    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise FedbenchError(f"{path}: not valid JSON ({str(exc)[:120]})") from None
+    if not isinstance(data, dict):
+        raise FedbenchError(f"{path}: a JSON {type(data).__name__}, not the object fedbench writes")
+    return data
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -238,9 +261,9 @@ def load_run(path: Path) -> Run:
         raise FedbenchError(f"{path}: no such run folder")
     config = _read_yaml(path / CONFIG_YAML)
     summary = _read_json(path / SUMMARY_JSON)
-    rows = read_csv(path / ROUNDS_CSV)
+    rows = read_csv(path / ROUNDS_CSV, ("round", "device", "status"))
     server_path = path / SERVER_ROUNDS_CSV
-    server_rows = read_csv(server_path) if server_path.is_file() else None
+    server_rows = read_csv(server_path, ("round",)) if server_path.is_file() else None
     devices = fleet_devices(config, rows)
     days = [d for d in summary.get("days", []) if isinstance(d, dict)]
     last = max(

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import ipaddress
 import os
 import socket
 import ssl
@@ -146,6 +147,7 @@ class DeploymentRuntime(Runtime):
     def preflight(self, experiment: Experiment) -> None:
         self.check_local_cpus()
         choose(self.proxy)
+        check_address(self.address)
         if self.port is not None:
             check_port_free(self.address, int(self.port))
 
@@ -503,6 +505,33 @@ def _rotate(log: Path) -> None:
     if log.exists():
         n = len(list(log.parent.glob(f"{log.stem}.*{log.suffix}"))) + 1
         log.replace(log.with_name(f"{log.stem}.{n}{log.suffix}"))
+
+
+def check_address(address: str) -> None:
+    """Refuse an address this host cannot listen on, before any process starts.
+
+    Binding a socket sends nothing: an address that is not one of this host's
+    interfaces fails here at once (EADDRNOTAVAIL) instead of deep in the run.
+    A host name is refused rather than looked up: the SuperLink listens on an
+    address, and the names devices dial belong in runtime.advertise.
+    """
+    try:
+        ip = ipaddress.ip_address(_bind_probe(address))
+    except ValueError:
+        raise FedbenchError(
+            f"runtime.address={address!r}: not an IP address; give the address the deployment "
+            "listens on (127.0.0.1: this host only, 0.0.0.0: every interface, or one of this "
+            "host's addresses) and put the names devices dial in runtime.advertise"
+        ) from None
+    with socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET) as s:
+        try:
+            s.bind((str(ip), 0))
+        except OSError as exc:
+            raise FedbenchError(
+                f"runtime.address={address}: this host cannot listen there ({exc.strerror}); "
+                "give 127.0.0.1 (this host only), 0.0.0.0 (every interface) or one of this "
+                "host's addresses"
+            ) from None
 
 
 def check_port_free(address: str, port: int) -> None:

@@ -27,6 +27,7 @@ from flwr.serverapp import Grid
 from fedbench.core.seating import Seating
 from fedbench.errors import FedbenchError
 from fedbench.experiment.schema import Experiment
+from fedbench.folders import check_folder
 from fedbench.runtime.base import Apps, Runtime, check_reachable
 from fedbench.runtime.limits import ARENA_ENV
 from fedbench.runtime.logs import route_flower_logs
@@ -53,6 +54,8 @@ class SimulationRuntime(Runtime):
             raise FedbenchError(f"runtime.devices_per_call must be >= 1 or null, got {n!r}")
 
     def preflight(self, experiment: Experiment) -> None:
+        if self.ray_temp_dir is not None:
+            check_folder("runtime.ray_temp_dir", self.ray_temp_dir)
         if not self.ray_address:
             self.check_local_cpus()
         elif self.ray_address != "auto":

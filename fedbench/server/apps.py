@@ -119,7 +119,8 @@ class UserApp(ServerSide):
 
     def evaluator(self, grid: Grid, fleet: FleetStrategy, timeout_s: float) -> Evaluator:
         if self.captured.evaluate_fn is not None:
-            return AppEvaluation(self.captured.evaluate_fn)
+            app = self.experiment.app
+            return AppEvaluation(self.captured.evaluate_fn, app.name if app else "app")
         return FederatedEvaluation(grid, fleet, self.captured.evaluate_config, timeout_s)
 
     def train_config(self) -> ConfigRecord:

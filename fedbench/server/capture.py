@@ -31,7 +31,7 @@ from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import Strategy
 
 from fedbench.errors import FedbenchError
-from fedbench.experiment.app import AppConfig
+from fedbench.experiment.app import AppConfig, app_failure
 
 
 @dataclass(frozen=True)
@@ -121,6 +121,8 @@ def capture(app: AppConfig, num_devices: int) -> Captured:
         server_app(CaptureGrid(num_devices), context)
     except _Stop as stop:
         return _captured(app, stop)
+    except Exception as exc:  # the app's own code (its model, data, evaluate_fn at round 0)
+        raise app_failure(app.name, f"its ServerApp {app.serverapp!r}", exc) from None
     raise FedbenchError(
         f"app serverapp {app.serverapp!r} returned without sending a training round"
     )

@@ -24,6 +24,7 @@ from flwr.serverapp import Grid
 from torch import nn
 
 from fedbench.data.source import Tensors
+from fedbench.experiment.app import app_failure
 from fedbench.server.fleet_strategy import FleetStrategy
 from fedbench.train.loop import evaluate
 
@@ -53,11 +54,18 @@ class TestSplitEvaluation(Evaluator):
 
 
 class AppEvaluation(Evaluator):
-    def __init__(self, evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None]) -> None:
+    def __init__(
+        self, evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None], app: str = "app"
+    ) -> None:
         self.evaluate_fn = evaluate_fn
+        self.app = app
 
     def __call__(self, server_round: int, arrays: ArrayRecord) -> dict[str, float]:
-        return _numbers(self.evaluate_fn(server_round, arrays))
+        try:
+            result = self.evaluate_fn(server_round, arrays)
+        except Exception as exc:  # the app's code: named as the app's, its traceback kept
+            raise app_failure(self.app, f"its evaluate_fn (round {server_round})", exc) from None
+        return _numbers(result)
 
 
 class FederatedEvaluation(Evaluator):

@@ -42,7 +42,7 @@ from fedbench.report.progress import console
 from fedbench.scenarios.base import RoundSpec
 from fedbench.server.clock import EventClock
 from fedbench.server.close import WaitForAll
-from fedbench.server.close.base import Closing
+from fedbench.server.close.base import Closing, RoundClose
 from fedbench.server.loop import LoopParts, LoopState, RoundLoop, RoundOutcome
 from fedbench.server.modes import RunMode
 from fedbench.server.replies import Reply, Sent
@@ -107,6 +107,21 @@ class FedBuff(RunMode):
         exponent = self.staleness_exponent
         if isinstance(exponent, bool) or not isinstance(exponent, (int, float)) or exponent < 0:
             raise FedbenchError(f"mode.staleness_exponent must be >= 0, got {exponent!r}")
+
+    def check(self, fleet_size: int, picked: int, close: RoundClose) -> None:
+        # FedBuff has no rounds to close: `close` does not apply (the loop says so at start).
+        for key in ("buffer_size", "concurrency"):
+            value = getattr(self, key)
+            if value is not None and value > fleet_size:
+                what = (
+                    "an aggregation would wait for more updates than there are devices"
+                    if key == "buffer_size"
+                    else "no more devices than the fleet's can train at once"
+                )
+                raise FedbenchError(
+                    f"mode.{key}={value} is larger than the fleet ({fleet_size} devices): {what}; "
+                    f"choose 1..{fleet_size}" + (" or null" if key == "concurrency" else "")
+                )
 
     def weight(self, staleness: int) -> float:
         """How much an update `staleness` versions old counts."""

@@ -214,6 +214,9 @@ def _minimum(inner: Strategy) -> int:
 
 def check_minimums(inner: Strategy, clients_per_round: int) -> None:
     """Refuse a wrapped strategy that could never sample from the devices fedbench offers."""
+    from fedbench.server.algorithm_checks import check_parameters
+
+    check_parameters(inner, clients_per_round)
     for key in ("min_available_nodes", "min_train_nodes"):
         value = getattr(inner, key, None)
         if isinstance(value, int) and value > clients_per_round:
