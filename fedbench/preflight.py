@@ -43,7 +43,7 @@ def preflight(experiment: Experiment) -> None:
     from fedbench.server.fleet_strategy import check_minimums
 
     devices = expand_fleet(experiment.fleet)
-    for profile in sorted({d.profile for d in devices}):
+    for profile in sorted(devices.profile_names):
         make_meter(profile, experiment.fleet.knobs)
     selector = build_selector(experiment)
     selector.check_fleet(len(devices))

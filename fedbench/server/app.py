@@ -35,7 +35,7 @@ from fedbench.experiment.build import (
 )
 from fedbench.experiment.codec import EXPERIMENT_KEY, from_json, to_json
 from fedbench.experiment.schema import Experiment
-from fedbench.fleet import DeviceSpec, expand_fleet
+from fedbench.fleet import Fleet, expand_fleet
 from fedbench.ledger import Ledger
 from fedbench.report.integrity import RowsIntegrity, set_aside
 from fedbench.report.lock import RunLock
@@ -96,13 +96,16 @@ def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, 
         loggers = build_loggers(list(experiment.report.loggers), run_dir)
         side = server_side(experiment, devices)
         ledger = Ledger(devices)
+        view = FleetView(devices, experiment)  # the population is drawn once, here
         with console.task("predicting each profile's round (measuring the workload)"):
-            cannot = side.predict(ledger)
-        writer.meta["predicted_oom"] = cannot  # strategies do not pick them
-        if cannot:
+            cannot = side.predict(ledger, view)
+        # Strategies do not pick them. Per profile: a million names would be no summary.
+        writer.meta["predicted_oom"] = _per_profile(devices, cannot)
+        if len(cannot):
+            names = ", ".join(ledger.names(cannot[:8]))
             progress(
                 f"{len(cannot)} device(s) cannot fit this training in memory and are "
-                f"not picked: {', '.join(cannot[:8])}{' ...' if len(cannot) > 8 else ''}"
+                f"not picked: {names}{' ...' if len(cannot) > 8 else ''}"
             )
         algorithm = side.algorithm()
         check_minimums(algorithm, selector.clients_per_round)
@@ -112,7 +115,6 @@ def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, 
         )
         progress(f"{len(devices)} devices; waiting for their nodes")
         seating = runtime.seating(grid, experiment, run_dir)
-        view = FleetView(devices, experiment)
         fleet = FleetStrategy(
             algorithm,
             selector,
@@ -227,10 +229,16 @@ def _result_line(summary: dict[str, Any], unit: str) -> str:
     return line
 
 
-def _kinds(experiment: Experiment, devices: tuple[DeviceSpec, ...]) -> tuple[str, ...]:
-    """The meter kind each device's node reports (one meter per profile)."""
-    kind_of = {p: make_meter(p, experiment.fleet.knobs).kind for p in {d.profile for d in devices}}
-    return tuple(kind_of[d.profile] for d in devices)
+def _kinds(experiment: Experiment, devices: Fleet) -> np.ndarray:
+    """The meter kind each device's node reports (one meter per profile), one column."""
+    kinds = [make_meter(p, experiment.fleet.knobs).kind for p in devices.profile_names]
+    return np.asarray(kinds, dtype=object)[devices.profile_code]
+
+
+def _per_profile(devices: Fleet, indices: np.ndarray) -> dict[str, int]:
+    """How many of the devices `indices` each profile has (profiles with none left out)."""
+    counts = np.bincount(devices.profile_code[indices], minlength=len(devices.profile_names))
+    return {p: int(c) for p, c in zip(devices.profile_names, counts, strict=True) if c}
 
 
 def experiment_of(context: Context) -> Experiment:

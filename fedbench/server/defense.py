@@ -29,7 +29,7 @@ import numpy as np
 from flwr.app import ArrayRecord
 
 from fedbench.experiment.schema import DefenseConfig
-from fedbench.fleet import DeviceSpec
+from fedbench.fleet import DeviceSpec, profile_column
 from fedbench.report.records import RoundReport
 
 # Figures of a report that place it on the virtual clock.
@@ -140,8 +140,9 @@ class Defense:
         examples: Mapping[str, int] | None = None,
         names: Mapping[str, str] | None = None,
     ) -> Defense:
-        bounds = {p: bounds_for(p, config) for p in {d.profile for d in devices}}
-        return cls(config, bounds, dict(examples or {}), dict(names or {}))
+        bounds = {p: bounds_for(p, config) for p in profile_column(devices)[0]}
+        # `examples` is kept as given: for a large fleet it is computed per device asked.
+        return cls(config, bounds, examples if examples is not None else {}, dict(names or {}))
 
     def bounds_of(self, profile: str) -> CostBounds:
         found = self.bounds.get(profile)
