@@ -135,6 +135,11 @@ def energy_unit(max_joules: float) -> tuple[float, str]:
     return 1e6, "MJ"
 
 
+def amount(value: float) -> str:
+    """1,234 or 12.3: three significant digits, no exponent."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def integer_axis(ax: Axes, axis: str = "x") -> None:
     """Rounds and days are whole numbers: no 2.5 on their axis."""
     locator = MaxNLocator(integer=True)
@@ -160,8 +165,11 @@ def legend_outside(
 def save(fig: Figure, stem: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
     """Write `stem`.png/.pdf (tight: legends outside the axes are kept) and close the figure."""
     stem.parent.mkdir(parents=True, exist_ok=True)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    if fig.get_layout_engine() is not None:
+        fig.draw_without_rendering()  # a constrained layout is only laid out when drawn
     # The tight box once for every format (bbox_inches="tight" lays the figure out per file).
-    box = fig.get_tightbbox(FigureCanvasAgg(fig).get_renderer()).padded(0.08)
+    box = fig.get_tightbbox(renderer).padded(0.08)
     paths = []
     for fmt in formats:
         path = stem.with_suffix(f".{fmt}")
