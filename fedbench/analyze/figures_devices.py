@@ -352,7 +352,8 @@ def thermal(run: Run) -> Figure | str:
     for ax in (top, bottom):
         ax.grid(alpha=0.3)
     handles: list[Artist] = [Line2D([], [], color=c, label=p) for p, c in colours.items()]
-    handles.append(Line2D([], [], color="black", marker="x", linestyle="", label="throttled"))
+    if any(p.throttled for points in by_profile.values() for p in points):
+        handles.append(Line2D([], [], color="black", marker="x", linestyle="", label="throttled"))
     legend_outside(top, handles, top=True)
     devices = f" ({len(stints):,} devices)" if len(stints) > figures_fleet.MAX_DEVICE_ROWS else ""
     top.set_title(
