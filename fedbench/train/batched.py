@@ -33,10 +33,11 @@ from fedbench.data.source import Tensors
 from fedbench.train.loop import TrainParams, train_local
 
 State = dict[str, torch.Tensor]
-# The most examples one vmapped step holds (devices x batch): 16 devices at batch 16.
-# Measured on the small CNN, 48 devices in one step: 1.2 GB peak, 6.7 s; in blocks of
-# 16: 0.78 GB, 8.3 s; one by one: 0.37 GB, 10.8 s (loaded 2-core host).
-MAX_VMAP_EXAMPLES = 256
+# The most examples one vmapped step holds (devices x batch): 8 devices at batch 16.
+# Measured on the small CNN, 48 devices at batch 16 (loaded 2-core host): in one step
+# 1.18 GB peak, 6.7 s; in blocks of 16: 0.78 GB, 8.3 s; of 8: 0.54 GB, 8.3 s; one by
+# one: 0.37 GB, 10.8 s.
+MAX_VMAP_EXAMPLES = 128
 
 
 def batchable(model: nn.Module, datas: Sequence[Tensors], params: TrainParams) -> bool:
