@@ -66,28 +66,43 @@ class Windows:
         period_s: np.ndarray,
         described: np.ndarray,
     ) -> Windows:
-        """Windows from (device, start phase, length): wrapping ones split in two."""
+        """Windows from (device, start phase, length): wrapping ones split in two.
+
+        Temporaries are let go as soon as they are used: a 1,000,000-phone
+        population has ~4,000,000 windows, 32 MB per column.
+        """
         device = np.asarray(device, dtype=np.int64)
-        period = np.asarray(period_s, dtype=float)[device]
-        length = np.minimum(np.asarray(length_s, dtype=float), period)
-        start = np.mod(np.asarray(start_s, dtype=float), period)
+        length = np.asarray(length_s, dtype=float)
+        start = np.asarray(start_s, dtype=float)
+        charges = np.asarray(charging, dtype=bool)
         keep = length > 0
-        device, start, length, period = device[keep], start[keep], length[keep], period[keep]
-        charging = np.asarray(charging, dtype=bool)[keep]
+        if not keep.all():
+            device, length, start, charges = device[keep], length[keep], start[keep], charges[keep]
+        del keep
+        period = np.asarray(period_s, dtype=float)[device]
+        length = np.minimum(length, period)
+        start = np.mod(start, period)
         end = start + length
-        wraps = end > period
-        head_end = np.where(wraps, period, end)
+        del length
+        wraps = np.flatnonzero(end > period)  # the part past the period starts the next one
+        tail = end[wraps] - period[wraps]
+        np.minimum(end, period, out=end)
+        del period
         devs = np.concatenate([device, device[wraps]])
-        starts = np.concatenate([start, np.zeros(int(wraps.sum()))])
-        ends = np.concatenate([head_end, end[wraps] - period[wraps]])
-        charges = np.concatenate([charging, charging[wraps]])
+        del device
         order = np.argsort(devs, kind="stable")
+        devs = devs[order]
+        starts = np.concatenate([start, np.zeros(len(wraps))])[order]
+        del start
+        ends = np.concatenate([end, tail])[order]
+        del end, tail
+        charges = np.concatenate([charges, charges[wraps]])[order]
         return cls(
             n,
-            devs[order],
-            starts[order],
-            ends[order],
-            charges[order],
+            devs,
+            starts,
+            ends,
+            charges,
             np.asarray(period_s, dtype=float),
             np.asarray(described, dtype=bool),
         )
