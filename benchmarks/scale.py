@@ -140,6 +140,19 @@ def memory_mb(pids: list[int]) -> tuple[float, float]:
 
 
 def run(devices: int, strategy: str, per_round: int, rounds: int, out: Path) -> Result:
+    """One measured run; once more if Ray did not start (a busy host times its start out)."""
+    try:
+        return _run(devices, strategy, per_round, rounds, out / "1")
+    except RayDidNotStart:
+        print(f"{strategy} at {devices:,}: Ray timed out starting; measuring again", flush=True)
+        return _run(devices, strategy, per_round, rounds, out / "2")
+
+
+class RayDidNotStart(Exception):
+    pass
+
+
+def _run(devices: int, strategy: str, per_round: int, rounds: int, out: Path) -> Result:
     run_dir = out / f"{strategy}-{devices}"
     cmd = [
         sys.executable,
@@ -180,6 +193,8 @@ def run(devices: int, strategy: str, per_round: int, rounds: int, out: Path) -> 
     proc.wait()
     exit_s = time.perf_counter() - start
     watcher.join()
+    if proc.returncode != 0 and any("timed out during startup" in x for x in lines):
+        raise RayDidNotStart
     if proc.returncode != 0 or not first:
         raise SystemExit(
             f"{strategy} at {devices} devices failed (rc {proc.returncode}):\n"

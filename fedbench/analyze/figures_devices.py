@@ -333,7 +333,15 @@ def thermal(run: Run) -> Figure | str:
         top.scatter(end, t1, color=colour, s=size, alpha=alpha, linewidths=0)
         hot = np.array([p.throttled for p in points])
         if hot.any():
-            top.scatter(end[hot], t1[hot], color="black", marker="x", s=24, zorder=3)
+            top.scatter(
+                end[hot],
+                t1[hot],
+                color="black",
+                marker="x",
+                s=size + 14,
+                zorder=3,
+                linewidths=0.6 if crowded else 1.5,
+            )
         freq = np.array([p.freq_ghz for p in points])
         clocked = ~np.isnan(freq)
         bottom.scatter(
