@@ -43,6 +43,7 @@ from fedbench.report.loggers import RunLogger, build_loggers
 from fedbench.report.progress import console
 from fedbench.report.server_rounds import SERVER_ROUNDS_CSV, ServerRoundsWriter
 from fedbench.report.writer import ROUNDS_CSV, SUMMARY_JSON, DayResult, RunWriter
+from fedbench.runtime import heap
 from fedbench.runtime.launch import die_with_parent
 from fedbench.server import checkpoint
 from fedbench.server.apps import ServerSide, server_side
@@ -99,6 +100,7 @@ def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, 
         view = FleetView(devices, experiment)  # the population is drawn once, here
         with console.task("predicting each profile's round (measuring the workload)"):
             cannot = side.predict(ledger, view)
+        heap.release()  # the population draw's temporaries, back to the OS for the whole run
         # Strategies do not pick them. Per profile: a million names would be no summary.
         writer.meta["predicted_oom"] = _per_profile(devices, cannot)
         if len(cannot):
