@@ -19,7 +19,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from fedbench.analyze import figures_fleet
-from fedbench.analyze.figures_run import NO_ENERGY, status_bars, title
+from fedbench.analyze.figures_run import NO_ENERGY, title
 from fedbench.analyze.rounds import round_clock
 from fedbench.analyze.runs import Run, number
 from fedbench.analyze.style import (
@@ -28,6 +28,7 @@ from fedbench.analyze.style import (
     energy_unit,
     legend_outside,
     profile_colours,
+    status_bars,
     time_unit,
 )
 from fedbench.report.records import STATUSES

@@ -25,7 +25,13 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from fedbench.analyze.runs import Run, jain_index
-from fedbench.analyze.style import STATUS_COLOURS, amount, energy_unit, legend_outside
+from fedbench.analyze.style import (
+    STATUS_COLOURS,
+    amount,
+    energy_unit,
+    legend_outside,
+    status_bars,
+)
 from fedbench.report.records import STATUSES
 
 # A figure with a row per device draws at most this many rows; beyond, per profile.
@@ -65,25 +71,11 @@ def _profile_of(run: Run) -> dict[str, str]:
     return {row.get("device", ""): row.get("profile", "") or "?" for row in run.rows}
 
 
-def _stacked(
-    ax: Axes, labels: Sequence[str], by_status: Mapping[str, Sequence[float]], xlabel: str
-) -> np.ndarray:
-    """Horizontal bars stacked by status, top down; returns each bar's length."""
-    left = np.zeros(len(labels))
-    for status in STATUSES:
-        values = np.asarray(by_status.get(status, [0.0] * len(labels)), dtype=float)
-        if values.any():
-            ax.barh(
-                range(len(labels)), values, left=left, color=STATUS_COLOURS[status], label=status
-            )
-            left += values
-    ax.set_yticks(range(len(labels)))
-    ax.set_yticklabels(labels, fontsize=8)
-    ax.set_ylim(len(labels) - 0.5, -0.5)
-    ax.set_xlabel(xlabel)
-    ax.grid(axis="x", alpha=0.3)
-    ax.set_axisbelow(True)
-    return left
+def _label_ends(ax: Axes, ends: np.ndarray, texts: Sequence[str], room: float) -> None:
+    """A note at the end of each bar, and room for it on the right."""
+    for y, text in enumerate(texts):
+        ax.text(ends[y], y, f" {text}", va="center", fontsize=7)
+    ax.set_xlim(right=max(float(ends.max(initial=0.0)), 1e-9) * room)
 
 
 def fairness(run: Run) -> Figure:
@@ -105,17 +97,12 @@ def fairness(run: Run) -> Figure:
     fig = Figure(figsize=(8.5, 0.3 * len(names) + 5.2))
     top, bottom = fig.subplots(2, 1, gridspec_kw={"height_ratios": [0.3 * len(names) + 0.8, 2.6]})
     labels = [f"{short(p)} ({size[p]:,})" for p in names]
-    ends = _stacked(top, labels, by_status, "rounds picked per device of the profile (mean)")
-    for y, p in enumerate(names):
-        left_out = size[p] - picked[p]
-        top.text(
-            ends[y],
-            y,
-            f" {left_out:,} never picked ({percent(left_out, size[p])})",
-            va="center",
-            fontsize=7,
-        )
-    top.set_xlim(right=max(float(ends.max(initial=0.0)), 1e-9) * 1.3)
+    ends = status_bars(
+        top, labels, by_status, "rounds picked per device of the profile (mean)", legend=False
+    )
+    left_out = {p: size[p] - picked[p] for p in names}
+    notes = [f"{left_out[p]:,} never picked ({percent(left_out[p], size[p])})" for p in names]
+    _label_ends(top, ends, notes, 1.3)
     legend_outside(top)
     counts = np.asarray(list(run.selections.values()), dtype=np.int64)
     _picked_histogram(bottom, counts, never, run.fleet.size)
@@ -183,30 +170,27 @@ def energy(run: Run, totals: Mapping[str, Mapping[str, float]], note: str) -> Fi
     top, bottom = fig.subplots(
         2, 1, gridspec_kw={"height_ratios": [len(names) + 1.5, len(heaviest) + 1.5]}
     )
-    ends = _stacked(
+    ends = status_bars(
         top,
         [f"{short(p)} ({devices_of[p]:,} picked)" for p in names],
         {s: [per_profile[p].get(s, 0.0) / scale for p in names] for s in STATUSES},
         f"energy over the run, all its picked devices ({unit})",
+        legend=False,
     )
-    for y, p in enumerate(names):
+    notes = []
+    for p in names:
         each = sum(per_profile[p].values()) / devices_of[p]
         each_scale, each_unit = energy_unit(each)
-        top.text(
-            ends[y],
-            y,
-            f" {amount(each / each_scale)} {each_unit} a device",
-            va="center",
-            fontsize=7,
-        )
-    top.set_xlim(right=max(float(ends.max(initial=0.0)), 1e-9) * 1.25)
+        notes.append(f"{amount(each / each_scale)} {each_unit} a device")
+    _label_ends(top, ends, notes, 1.25)
     legend_outside(top)
     hs, hunit = energy_unit(max(sums[d] for d in heaviest))
-    _stacked(
+    status_bars(
         bottom,
         heaviest,
         {s: [totals[d].get(s, 0.0) / hs for d in heaviest] for s in STATUSES},
         f"energy over the run ({hunit}) of the {len(heaviest)} devices that spent the most",
+        legend=False,
     )
     wasted = sum(v for d in totals.values() for s, v in d.items() if s != "ok")
     total = sum(sums.values())

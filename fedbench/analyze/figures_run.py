@@ -8,19 +8,16 @@ saves them; FIGURES lists them in the order a reader looks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 import numpy as np
-from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from fedbench.analyze import figures_fleet
 from fedbench.analyze.runs import Run, participation_fairness
 from fedbench.analyze.style import (
-    STATUS_COLOURS,
     energy_unit,
     integer_axis,
     legend_outside,
+    status_bars,
     time_unit,
 )
 from fedbench.report.records import STATUSES
@@ -122,27 +119,6 @@ def _curve(
     ax.set_title(title(run, what), fontsize=10)
     ax.grid(alpha=0.3)
     return fig
-
-
-def status_bars(
-    ax: Axes, devices: Sequence[str], by_status: Mapping[str, Sequence[float]], xlabel: str
-) -> None:
-    """One horizontal bar per device, stacked by how its rounds ended, fleet order top down."""
-    left = np.zeros(len(devices))
-    for status in STATUSES:
-        values = np.asarray(by_status.get(status, [0.0] * len(devices)), dtype=float)
-        if values.any():
-            ax.barh(
-                range(len(devices)), values, left=left, color=STATUS_COLOURS[status], label=status
-            )
-            left += values
-    ax.set_yticks(range(len(devices)))
-    ax.set_yticklabels(devices, fontsize=max(4, min(8, 300 // max(len(devices), 1))))
-    ax.invert_yaxis()
-    ax.set_xlabel(xlabel)
-    ax.grid(axis="x", alpha=0.3)
-    ax.set_axisbelow(True)
-    legend_outside(ax)
 
 
 def fairness(run: Run) -> Figure | str:
