@@ -27,7 +27,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from fedbench.analyze import analyze_finished
 from fedbench.experiment.codec import EXPERIMENT_KEY, from_json, to_json
-from fedbench.experiment.fleet import expand_fleet
+from fedbench.experiment.fleet import Fleet, expand_fleet, kind_column
 from fedbench.experiment.schema import Experiment
 from fedbench.ledger import Ledger
 from fedbench.report.integrity import RowsIntegrity, set_aside
@@ -36,6 +36,7 @@ from fedbench.report.loggers import RunLogger, build_loggers
 from fedbench.report.progress import console
 from fedbench.report.server_rounds import SERVER_ROUNDS_CSV, ServerRoundsWriter
 from fedbench.report.writer import ROUNDS_CSV, SUMMARY_JSON, DayResult, RunWriter
+from fedbench.runtime import heap
 from fedbench.runtime.base import build_runtime
 from fedbench.runtime.launch import die_with_parent
 from fedbench.scenarios.base import build_scenario
@@ -97,13 +98,17 @@ def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, 
         loggers = build_loggers(list(experiment.report.loggers), run_dir)
         side = server_side(experiment, devices)
         ledger = Ledger(devices)
+        view = FleetView(devices, experiment)  # the population is drawn once, here
         with console.task("predicting each profile's round (measuring the workload)"):
-            cannot = side.predict(ledger)
-        writer.meta["predicted_oom"] = cannot  # strategies do not pick them
-        if cannot:
+            cannot = side.predict(ledger, view)
+        heap.release()  # the population draw's temporaries, back to the OS for the whole run
+        # Strategies do not pick them. Per profile: a million names would be no summary.
+        writer.meta["predicted_oom"] = _per_profile(devices, cannot)
+        if len(cannot):
+            names = ", ".join(ledger.names(cannot[:8]))
             progress(
                 f"{len(cannot)} device(s) cannot fit this training in memory and are "
-                f"not picked: {', '.join(cannot[:8])}{' ...' if len(cannot) > 8 else ''}"
+                f"not picked: {names}{' ...' if len(cannot) > 8 else ''}"
             )
         algorithm = side.algorithm()
         check_minimums(algorithm, selector.clients_per_round)
@@ -113,14 +118,13 @@ def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, 
         )
         progress(f"{len(devices)} devices; waiting for their nodes")
         seating = runtime.seating(grid, experiment, run_dir)
-        view = FleetView(devices, experiment)
         fleet = FleetStrategy(
             algorithm,
             selector,
             ledger,
             seating,
             to_json(experiment),
-            tuple(d.kind for d in devices),
+            kind_column(devices),
             view.traits if view.population is not None else None,
         )
         evaluator = side.evaluator(grid, fleet, runtime.round_timeout_s)
@@ -234,6 +238,12 @@ def _result_line(summary: dict[str, Any], unit: str) -> str:
     if isinstance(first, float) and not math.isnan(first):
         line += f" vs {unit} 0 {100 * first:.2f}%"
     return line
+
+
+def _per_profile(devices: Fleet, indices: np.ndarray) -> dict[str, int]:
+    """How many of the devices `indices` each profile has (profiles with none left out)."""
+    counts = np.bincount(devices.profile_code[indices], minlength=len(devices.profile_names))
+    return {p: int(c) for p, c in zip(devices.profile_names, counts, strict=True) if c}
 
 
 def experiment_of(context: Context) -> Experiment:

@@ -21,7 +21,7 @@ Clients must send what the wrapped strategy aggregates (one ArrayRecord,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,7 +55,7 @@ class FleetStrategy(Strategy):
         ledger: Ledger,
         seating: Seating,
         experiment_json: str,
-        kinds: tuple[str, ...],
+        kinds: Sequence[str] | np.ndarray,
         traits: Callable[[int, int], Traits | None] | None = None,
     ) -> None:
         self.inner = inner
@@ -63,7 +63,8 @@ class FleetStrategy(Strategy):
         self.ledger = ledger
         self.seating = seating
         self.experiment_json = experiment_json
-        self.kinds = kinds  # per device: the meter kind its node reports (emulated, physical, host)
+        # Per device: the meter kind its node reports (emulated, physical, host).
+        self.kinds = kinds
         # (round, device) -> the device's population draw for its message (FleetView.traits)
         self.traits = traits
         self.round_start: RoundStart | None = None

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable
 
 from fedbench.core.records import to_row
+from fedbench.experiment.fleet import fleet_index
 from fedbench.ledger import Ledger
 from fedbench.report.loggers import RunLogger
 from fedbench.report.progress import Task, console
@@ -48,7 +49,7 @@ class AvailabilityHook(ServerHook):
 class LedgerHook(ServerHook):
     def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
-        self.index_of = {d.name: d.index for d in ledger.devices}
+        self.index_of = fleet_index(ledger.devices)
 
     def on_round(self, outcome: RoundOutcome, state: LoopState) -> None:
         self.ledger.record(outcome.reports, self.index_of)

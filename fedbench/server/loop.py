@@ -132,9 +132,11 @@ class RoundLoop:
         clock: EventClock[Reply] = EventClock(state.now_s)
         clock.advance(spec.earliest_start_s)  # a day starts at its hour, not before
         now_s = clock.now_s
+        # The round's host time starts before its hooks: moving every battery and
+        # availability window to the round's start is the server's work too.
+        started = time.perf_counter()
         for hook in self.hooks:
             hook.before_round(spec, now_s)
-        started = time.perf_counter()
         messages = self.dispatch(spec, now_s, state)
         waiting = time.perf_counter()
         ids = self.push(messages)

@@ -62,3 +62,33 @@ def test_only_plain_sgd_loops_over_equal_data_are_batched() -> None:
     assert not batchable(model, datas, adam)
     dropout = nn.Sequential(nn.Flatten(), nn.Dropout(0.5), nn.Linear(3 * 16 * 16, 10))
     assert not batchable(dropout, datas, sgd)
+
+
+def test_a_vmapped_step_holds_at_most_max_vmap_examples(monkeypatch: pytest.MonkeyPatch) -> None:
+    import fedbench.train.batched as batched
+
+    steps: list[int] = []
+
+    def counting(fn):  # type: ignore[no-untyped-def]
+        mapped = torch.func.vmap(fn)
+
+        def step(w, b, x, y):  # type: ignore[no-untyped-def]
+            steps.append(x.shape[0] * x.shape[1])  # devices x examples in this step
+            return mapped(w, b, x, y)
+
+        return step
+
+    monkeypatch.setattr(batched, "vmap", counting)
+    monkeypatch.setattr(batched, "MAX_VMAP_EXAMPLES", 24)  # 3 devices at batch 8
+    torch.manual_seed(0)
+    model = SmallCNN(3, 10, 8)
+    params = TrainParams(8, 1, 0.05, 0.9, 5e-4)
+    datas, seeds = _devices(7, 16), list(range(7))
+    blocks = train_batched(model, datas, params, seeds)
+    assert steps and max(steps) <= 24  # blocks of 3, 3 and 1 devices, 2 steps each
+    assert len(steps) == 6
+    monkeypatch.setattr(batched, "MAX_VMAP_EXAMPLES", 10_000)  # all 7 in one block
+    whole = train_batched(model, datas, params, seeds)
+    for (a, loss_a), (b, loss_b) in zip(blocks, whole, strict=True):
+        assert abs(loss_a - loss_b) < 1e-5
+        assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
