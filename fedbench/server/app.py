@@ -57,8 +57,9 @@ from fedbench.server.hooks import (
     clock,
     progress,
 )
-from fedbench.server.loop import LoopParts, LoopState
+from fedbench.server.loop import LoopParts
 from fedbench.server.modes import build_mode
+from fedbench.server.run import LoopState
 from strategies.base import build_selector
 
 OVERRIDES_KEY = "fedbench-overrides"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from fedbench.report.server_rounds import SERVER_ROUNDS_CSV
 from fedbench.server.hooks import progress
-from fedbench.server.loop import LoopState, RoundOutcome, ServerHook
+from fedbench.server.run import LoopState, RoundOutcome, ServerHook
 
 COMPLETED, FAILED, INTERRUPTED = "completed", "failed", "interrupted"
 NO_UPDATES, ERROR = "no_updates", "error"

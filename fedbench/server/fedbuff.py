@@ -43,9 +43,10 @@ from fedbench.scenarios.base import RoundSpec
 from fedbench.server.clock import EventClock
 from fedbench.server.close import WaitForAll
 from fedbench.server.close.base import Closing
-from fedbench.server.loop import LoopParts, LoopState, RoundLoop, RoundOutcome
+from fedbench.server.loop import LoopParts, RoundLoop
 from fedbench.server.modes import RunMode
 from fedbench.server.replies import Reply, Sent
+from fedbench.server.run import LoopState, RoundOutcome
 
 Values = dict[str, np.ndarray]
 

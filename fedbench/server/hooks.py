@@ -28,7 +28,7 @@ from fedbench.scenarios.base import RoundSpec
 from fedbench.server import checkpoint
 from fedbench.server.evaluation import accuracy_of, loss_of
 from fedbench.server.fleet_view import FleetView
-from fedbench.server.loop import LoopState, RoundOutcome, ServerHook
+from fedbench.server.run import LoopState, RoundOutcome, ServerHook
 from strategies.base import SelectionStrategy
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from fedbench.server.close import Deadline
 from fedbench.server.fedbuff import FedBuff
-from fedbench.server.loop import LoopState
+from fedbench.server.run import LoopState
 from tests.server.fakes import Recorder, build_loop, device, spec, weights
 
 

@@ -26,8 +26,8 @@ from flwr.serverapp.strategy import FedAvg, Strategy
 
 from fedbench.experiment.app import load_app
 from fedbench.server.capture import START_ARGUMENTS, capture
-from fedbench.server.loop import LoopState
 from fedbench.server.offer import ASKS_PER_CONFIGURE, Offer, TooFewDevices, demand
+from fedbench.server.run import LoopState
 from tests.helpers import task_identity
 from tests.server.fakes import Recorder, build_loop, device, spec, weights
 
