@@ -2,8 +2,8 @@
 
 The typed Experiment already refused unknown keys, wrong types and values
 out of range. Preflight builds what the server will build - fleet, meters,
-selector, Flower strategy, round-close policy, scenario, runtime, model and
-data splits (fedbench's own app) - so a mistake a constructor finds also
+selector, Flower strategy, round-close policy, hooks, scenario, runtime,
+model and data splits (fedbench's own app) - so a mistake a constructor finds also
 fails here, in one line that names the key.
 """
 
@@ -22,6 +22,7 @@ from fedbench.experiment.schema import Experiment
 from fedbench.runtime.base import build_runtime
 from fedbench.scenarios.base import build_scenario
 from fedbench.server.close.base import build_close
+from fedbench.server.hooks import build_hooks
 from strategies.base import build_selector
 
 
@@ -47,6 +48,7 @@ def preflight(experiment: Experiment) -> None:
     selector.check_fleet(len(devices))
     check_minimums(build_algorithm(experiment), selector.clients_per_round)
     build_close(experiment)
+    build_hooks(experiment)
     build_scenario(experiment)
     runtime = build_runtime(experiment)
     runtime.preflight(experiment)

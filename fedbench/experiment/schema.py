@@ -18,6 +18,7 @@ from fedbench.devices.faults import FaultModel, fault_models
 from fedbench.devices.knobs import Knobs
 from fedbench.errors import FedbenchError
 from fedbench.experiment.app import AppConfig
+from fedbench.experiment.hooks import HooksConfig
 from fedbench.experiment.optimizer import OptimizerTarget
 from fedbench.experiment.population import PopulationConfig
 from fedbench.experiment.target import Target
@@ -198,6 +199,7 @@ class Experiment:
     runtime: Target
     report: ReportConfig = field(default_factory=ReportConfig)
     defense: DefenseConfig = field(default_factory=DefenseConfig)
+    hooks: HooksConfig = field(default_factory=HooksConfig.default)  # around the run's rounds
     seed: int = check(0, ge=0, le=MAX_SEED)
     name: str = "default"
     output_dir: str = ""

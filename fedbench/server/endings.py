@@ -63,7 +63,7 @@ class UpdateWatch(ServerHook):
             self.rounds = upto
         self.meta["rounds_without_update"] = self.empty
 
-    def on_round(self, outcome: RoundOutcome, state: LoopState) -> None:
+    def on_round_end(self, outcome: RoundOutcome, state: LoopState) -> None:
         self.rounds += 1
         for r in outcome.reports:
             if "refused" in r.reason:  # what the defense kept out, on the console too

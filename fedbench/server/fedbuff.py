@@ -172,6 +172,8 @@ class FedBuffLoop(RoundLoop):
                     buffer.append(reply)
                 if len(buffer) >= self.mode.buffer_size:
                     state = self._apply(spec, state, buffer, window, clock.now_s, versions)
+                    if self.stopped is not None:
+                        break  # what is still in flight is left there, as at the last round
                     versions = {v: versions[v] for v in {f.model_version for f in flights.values()}}
                     versions[state.model_version] = _values(state.arrays)
                     buffer, window = [], _Window(clock.now_s, time.perf_counter())

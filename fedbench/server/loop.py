@@ -12,7 +12,9 @@ One loop for every scenario, selector, Flower strategy and runtime. A round:
 4. **aggregate**: the accepted updates go to the wrapped strategy;
 5. **account + evaluate + record**: the clock advances; on evaluation
    rounds the Evaluator scores the global model; the outcome goes to the
-   hooks (ledger, run folder, progress, checkpoint - fedbench.server.hooks).
+   hooks (ledger, run folder, progress, checkpoint - fedbench.server.hooks),
+   any of which may stop the run after the round (a target reached, a
+   budget spent: fedbench.server.stopping).
 
 Nothing here knows which runtime, app or selector it runs: those arrive
 built. The loop's own state (round, clock, model) is what a checkpoint
@@ -37,7 +39,7 @@ from fedbench.server.defense import Defense
 from fedbench.server.evaluation import Evaluator
 from fedbench.server.fleet_strategy import FleetStrategy, RoundStart
 from fedbench.server.replies import Reply, Sent, keep_dtypes, read_replies
-from fedbench.server.run import LoopState, RoundOutcome, ServerHook
+from fedbench.server.run import LoopState, RoundOutcome, ServerHook, Stopped
 
 
 @dataclass(frozen=True)
@@ -75,12 +77,15 @@ class RoundLoop:
         self.in_flight: list[Sent] = []  # the devices of the last push
         # The server's own seconds per round, hooks (ledger, records, checkpoint) included.
         self.server_times: list[float] = []
+        self.stopped: Stopped | None = None  # a hook ended the run early
 
     def run(self, schedule: Iterable[RoundSpec], state: LoopState) -> LoopState:
-        """Every round of `schedule` after `state.round`."""
+        """Every round of `schedule` after `state.round`, until a hook stops the run."""
         for spec in schedule:
             if spec.round > state.round:
                 state = self.run_round(spec, state)
+            if self.stopped is not None:
+                break
         return state
 
     def run_round(self, spec: RoundSpec, state: LoopState) -> LoopState:
@@ -214,9 +219,12 @@ class RoundLoop:
         return {}
 
     def finish(self, outcome: RoundOutcome, after: LoopState) -> None:
+        """Every hook's round end; the first Stop ends the run after this round."""
         hooks_start = time.perf_counter()
         for hook in self.hooks:
-            hook.on_round(outcome, after)
+            stop = hook.on_round_end(outcome, after)
+            if stop is not None and self.stopped is None:
+                self.stopped = Stopped(after.round, type(hook).__name__, stop.reason)
         self.server_times.append(outcome.server_s + time.perf_counter() - hooks_start)
 
 

@@ -152,7 +152,7 @@ class Recorder(ServerHook):
     def before_round(self, spec: RoundSpec, now_s: float) -> None:
         self.calls.append(f"before {spec.round} at {now_s:g}")
 
-    def on_round(self, outcome: object, state: LoopState) -> None:
+    def on_round_end(self, outcome: object, state: LoopState) -> None:  # type: ignore[override]
         self.calls.append(f"after {state.round}")
         self.outcomes.append(outcome)
 
