@@ -64,8 +64,9 @@ LAYERS: tuple[Layer, ...] = (
     ),
     Layer(
         "train",
-        ("fedbench.train",),
-        "local training on one device: the loop, the memory planner, batched training",
+        ("fedbench.algorithms", "fedbench.train"),
+        "local training on one device: the loop, the optimizer, the memory planner, batched "
+        "training; algorithms with a client half (the registry of train config keys)",
     ),
     Layer(
         "experiment",

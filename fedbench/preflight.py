@@ -2,10 +2,10 @@
 
 The typed Experiment already refused unknown keys, wrong types and values
 out of range. Preflight builds what the server will build - fleet, meters,
-selector, Flower strategy, round-close policy, scenario, runtime, model and
-data splits (fedbench's own app; a user's app: its ServerApp up to its first
-send) - so a mistake a constructor finds also fails here, in one line that
-names the key.
+selector, Flower strategy, round-close policy, hooks, scenario, runtime,
+model and data splits (fedbench's own app; a user's app: its ServerApp up to
+its first send) - so a mistake a constructor finds also fails here, in one
+line that names the key.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from fedbench.experiment.schema import Experiment
 from fedbench.runtime.base import build_runtime
 from fedbench.scenarios.base import build_scenario
 from fedbench.server.close.base import build_close
+from fedbench.server.hooks import build_hooks
 from fedbench.server.modes import build_mode
 from strategies.base import build_selector
 
@@ -54,6 +55,7 @@ def preflight(experiment: Experiment) -> None:
     selector.check_fleet(len(devices))
     check_minimums(build_algorithm(experiment), selector.clients_per_round)
     build_mode(experiment).check(len(devices), selector.wanted(), build_close(experiment))
+    build_hooks(experiment)
     scenario = build_scenario(experiment)
     runtime = build_runtime(experiment)
     runtime.preflight(experiment)

@@ -4,8 +4,10 @@ It runs under the device mod (fedbench.client.mod.DeclaredDeviceMod), which
 seated the message: it takes the device's data for the round from the
 scenario, asks the memory planner for a plan that fits the device's budget
 (the seat's meter), trains for real and reports the cost through
-`seat.measure`. What the Flower strategy sends in the message's config is
-honoured: `proximal-mu` (FedProx) adds the proximal term to local training.
+`seat.measure`. Local training is what the message's train config says, read
+the Flower way: the hyperparameters (`lr`, `local-epochs`, `batch-size`, ...:
+fedbench.train.hyper) and every key an algorithm's client half is registered
+for (`proximal-mu`: FedProx's proximal term; fedbench.algorithms).
 A worker keeps its model, scenario and data context between messages. When
 one call carries several devices (fedbench.client.group), those that can
 train together do so in one vmapped pass if that is measured to be faster
@@ -23,6 +25,7 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from torch import nn
 
+from fedbench.algorithms.base import client_halves, load_algorithm
 from fedbench.arrays import decode, state_dict_record
 from fedbench.client.group import current_group
 from fedbench.client.seat import Seat, current_seat, seat_of
@@ -35,11 +38,10 @@ from fedbench.experiment.schema import Experiment, ModelConfig
 from fedbench.protocol import METRICS, NUM_EXAMPLES
 from fedbench.scenarios.base import build_scenario
 from fedbench.scenarios.context import data_context
+from fedbench.train import hyper
 from fedbench.train.batched import batchable, batching_pays, train_batched
 from fedbench.train.loop import TrainParams, step_sizes, train_local
 from fedbench.train.round_plan import RoundPlan, plan_round
-
-PROXIMAL_MU = "proximal-mu"  # FedProx's key in the train config (flwr.serverapp.strategy.FedProx)
 
 
 def train(msg: Message, context: Context) -> Message:
@@ -77,20 +79,11 @@ def _global_state(arrays: ArrayRecord) -> dict[str, torch.Tensor]:
 
 
 def train_params(experiment: Experiment, config: ConfigRecord | None) -> TrainParams:
-    t = experiment.train
-    mu = config.get(PROXIMAL_MU, 0.0) if config is not None else 0.0
-    if isinstance(mu, bool) or not isinstance(mu, (int, float)) or not mu >= 0:
-        raise FedbenchError(f"malformed server message: {PROXIMAL_MU}={mu!r}")
-    return TrainParams(
-        batch_size=t.batch_size,
-        local_epochs=t.local_epochs,
-        lr=t.lr,
-        momentum=t.momentum,
-        weight_decay=t.weight_decay,
-        bn_momentum_scaled=t.bn_momentum_scaled,
-        optimizer=t.optimizer,
-        proximal_mu=float(mu),
-    )
+    """Local training as the round's train config says (the experiment's where it is silent)."""
+    config = config if config is not None else ConfigRecord()
+    load_algorithm(experiment.algorithm.target)  # registers its client half, if it has one
+    params = hyper.from_config(config, experiment.train.params())
+    return dataclasses.replace(params, halves=client_halves(config))
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ that wraps a ClientApp's handlers. For a fedbench message it
    `context.node_config`, and the app's run config in `context.run_config`;
 3. applies the device's caps (torch threads = `runtime.client_cpus`);
 4. for a train message, runs the handler under the device's meter and adds
-   the RoundReport and the device's state to the reply (fedbench.protocol).
+   the RoundReport and the device's state to the reply (fedbench.protocol),
+   and the keys of the train config a client half needs that the handler
+   never read (fedbench.client.reads: the server warns once per run).
 
 How the handler's training is costed is the one hook a subclass overrides:
 `DeviceMod` watches whatever the handler executes (an emulated device: the
@@ -34,10 +36,12 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from flwr.app import ArrayRecord, Context, Message, MessageType, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.clientapp.typing import ClientAppCallable
 
+from fedbench.algorithms.base import load_algorithm
 from fedbench.client.caps import capped, out_of_memory
+from fedbench.client.reads import tracked, unread
 from fedbench.client.seat import DEVICE_NAME_KEY, Seat, seat_of, seated
 from fedbench.core.meter import Cost, WatchJob
 from fedbench.core.records import CSV_FIELDS, RoundReport, to_record
@@ -49,6 +53,7 @@ from fedbench.protocol import (
     REPORT,
     STATE,
     TASK,
+    UNREAD,
     state_record,
 )
 
@@ -74,7 +79,13 @@ class DeviceMod:
         with seated(seat), _as_device(context, seat), capped(seat):
             if msg.metadata.message_type.split(".")[0] != MessageType.TRAIN:
                 return call_next(msg, context)
-            return self._train(seat, msg, context, call_next)
+            load_algorithm(seat.experiment.algorithm.target)  # its client half's keys
+            msg, configs = tracked(msg)
+            reply = self._train(seat, msg, context, call_next)
+            missed = unread(configs)
+            if missed and reply.content.array_records:  # it trained, without them
+                reply.content[UNREAD] = ConfigRecord({"keys": missed})
+            return reply
 
     def _train(
         self, seat: Seat, msg: Message, context: Context, call_next: ClientAppCallable

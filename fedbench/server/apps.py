@@ -36,6 +36,7 @@ from fedbench.server.evaluation import (
 )
 from fedbench.server.fleet_strategy import FleetStrategy
 from fedbench.server.fleet_view import FleetView
+from fedbench.train import hyper
 
 
 class ServerSide(ABC):
@@ -89,6 +90,10 @@ class OwnApp(ServerSide):
 
     def evaluator(self, grid: Grid, fleet: FleetStrategy, timeout_s: float) -> Evaluator:
         return TestSplitEvaluation(self.model, self.ctx.splits.test)
+
+    def train_config(self) -> ConfigRecord:
+        # The train group's hyperparameters, sent the way a Flower ServerApp sends its own.
+        return ConfigRecord(hyper.to_config(self.experiment.train.params()))
 
     def predict(self, ledger: Ledger, view: FleetView) -> np.ndarray:
         view.predict(ledger, self.model, self.experiment, self.scenario, self.ctx)

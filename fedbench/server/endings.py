@@ -25,7 +25,7 @@ from pathlib import Path
 from fedbench.experiment.app import AppError
 from fedbench.report.server_rounds import SERVER_ROUNDS_CSV
 from fedbench.server.hooks import progress
-from fedbench.server.loop import LoopState, RoundOutcome, ServerHook
+from fedbench.server.run import LoopState, RoundOutcome, ServerHook
 
 COMPLETED, FAILED, INTERRUPTED = "completed", "failed", "interrupted"
 NO_UPDATES, ERROR, APP = "no_updates", "error", "app"
@@ -66,7 +66,7 @@ class UpdateWatch(ServerHook):
             self.rounds = upto
         self.meta["rounds_without_update"] = self.empty
 
-    def on_round(self, outcome: RoundOutcome, state: LoopState) -> None:
+    def on_round_end(self, outcome: RoundOutcome, state: LoopState) -> None:
         self.rounds += 1
         for r in outcome.reports:
             if "refused" in r.reason:  # what the defense kept out, on the console too

@@ -6,12 +6,15 @@ step - `torch.func.vmap` over `functional_call` with the parameters and
 buffers (BatchNorm's running statistics included) stacked along a device
 dimension - and gives each device what `train_local` would have: the same
 data order (each device's own seeded generator), the same SGD with momentum
-and weight decay, FedProx's proximal term, the same mean loss. Results equal
-sequential training within floating-point tolerance (a test checks 1e-5).
+and weight decay, the client halves' gradient corrections (FedProx's proximal
+term), the same mean loss. Results equal sequential training within
+floating-point tolerance (a test checks 1e-5).
 
-It applies where sequential training is a plain loop over full batches: SGD,
-no memory plan (micro-batches, checkpoints), the same number of examples on
-every device, no dropout (vmap would draw different random numbers).
+It applies where sequential training is a plain loop over full batches:
+plain SGD (LocalOptimizer.plain_sgd), elementwise (`batchable`) client
+halves, no memory plan (micro-batches, checkpoints), the same number of
+examples on every device, no dropout (vmap would draw different random
+numbers).
 `batching_pays` measures, once per shape in a worker, whether it is faster
 than one device after another; fedbench's handler uses it only then, and
 the records say so (the plan column ends in "vmap<n>"). One vmapped step
@@ -44,7 +47,8 @@ def batchable(model: nn.Module, datas: Sequence[Tensors], params: TrainParams) -
     """Whether vmapped training reproduces `train_local` for these devices."""
     return (
         len(datas) > 1
-        and params.optimizer == "sgd"
+        and params.optimizer.plain_sgd()
+        and all(h.batchable for h in params.corrections())
         and len({len(d) for d in datas}) == 1
         and len(datas[0]) > 0
         and not any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules())
@@ -112,7 +116,7 @@ def _train_block(
 
 @torch.no_grad()
 def _sgd(weights: State, grads: State, momentum: State, anchor: State, params: TrainParams) -> None:
-    """torch.optim.SGD's update (no dampening, no Nesterov), FedProx's pull first.
+    """torch.optim.SGD's update (no dampening, no Nesterov), the halves' corrections first.
 
     In place on the gradient, with no temporaries: n devices' stacked weights
     often do not fit the cache, so each extra pass over them is a pass over
@@ -120,8 +124,8 @@ def _sgd(weights: State, grads: State, momentum: State, anchor: State, params: T
     """
     for k, w in weights.items():
         g = grads[k]
-        if params.proximal_mu > 0:
-            g.add_(w, alpha=params.proximal_mu).sub_(anchor[k], alpha=params.proximal_mu)
+        for half in params.corrections():
+            half.correct(g, w, anchor[k])
         if params.weight_decay:
             g.add_(w, alpha=params.weight_decay)
         if params.momentum:

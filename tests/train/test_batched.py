@@ -8,10 +8,12 @@ import pytest
 import torch
 from torch import nn
 
+from fedbench.algorithms.fedprox import Proximal
 from fedbench.data.source import Tensors
 from fedbench.models.small_cnn import SmallCNN
 from fedbench.train.batched import batchable, train_batched
 from fedbench.train.loop import TrainParams, train_local
+from fedbench.train.optimizers import LocalOptimizer
 
 
 def _devices(n: int, size: int) -> list[Tensors]:
@@ -28,7 +30,7 @@ def _devices(n: int, size: int) -> list[Tensors]:
     "params",
     [
         TrainParams(8, 2, 0.05, 0.9, 5e-4),  # SGD with momentum and weight decay, 2 epochs
-        TrainParams(16, 1, 0.1, 0.0, 0.0, proximal_mu=0.5),  # plain SGD, FedProx's pull
+        TrainParams(16, 1, 0.1, 0.0, 0.0, halves=(Proximal(0.5),)),  # plain SGD, FedProx's pull
     ],
 )
 def test_batched_training_equals_sequential_training(params: TrainParams) -> None:
@@ -58,7 +60,7 @@ def test_only_plain_sgd_loops_over_equal_data_are_batched() -> None:
     assert batchable(model, datas, sgd)
     assert not batchable(model, datas[:1], sgd)  # one device: nothing to batch
     assert not batchable(model, [*datas[:2], _devices(1, 12)[0]], sgd)  # unequal data
-    adam = TrainParams(8, 1, 0.05, 0.9, 0.0, optimizer="adam")
+    adam = TrainParams(8, 1, 0.05, 0.9, 0.0, optimizer=LocalOptimizer("torch.optim.Adam"))
     assert not batchable(model, datas, adam)
     dropout = nn.Sequential(nn.Flatten(), nn.Dropout(0.5), nn.Linear(3 * 16 * 16, 10))
     assert not batchable(dropout, datas, sgd)
