@@ -152,3 +152,29 @@ def test_a_cursor_reads_only_the_devices_that_crossed_an_edge() -> None:
     cursor.at(everyone, np.full(n, 12 * H + 30.0))  # one 30 s round later
     re_read = int((cursor.since != since).sum())
     assert 0 < re_read < n // 50, re_read
+
+
+def test_a_battery_charges_through_its_window_when_a_step_lands_on_its_edges() -> None:
+    """Integrating edge to edge lands on each window's start and end as `t + gap`, a float
+    that may fall a hair short of the edge. The level must follow the window all the same:
+    before c76825a the rate was read at that t (just before the start: idle) while the edge
+    within _EPS_S counted as passed, so such a device idled through its whole charging window
+    (or charged on past its end)."""
+    n = 300
+    rng = np.random.default_rng(7)
+    start = rng.uniform(0.5, 2.0, n) * H  # a charging window inside 23:00-05:00
+    length = rng.uniform(1.0, 2.5, n) * H
+    windows = Windows.build(
+        n, np.arange(n), start, length, np.ones(n, bool), np.full(n, DAY_S), np.ones(n, bool)
+    )
+    idle, charge, capacity = np.full(n, 0.3), np.full(n, 2.0), np.full(n, 15.0)
+    pct_per_s = 100.0 / (capacity * H)
+    for day in range(1, 10):
+        t0 = day * DAY_S - 1.0 * H  # 23:00
+        level = np.full(n, 40.0)
+        got = advance(level, np.full(n, t0), day * DAY_S + 5.0 * H, windows, idle, charge, capacity)
+        # Idle to the window, charge through it, idle to 05:00 (no clipping on these figures).
+        want = level + pct_per_s * (
+            -idle * (start + 1.0 * H) + charge * length - idle * (5.0 * H - start - length)
+        )
+        np.testing.assert_allclose(got, want, atol=1e-6)
