@@ -24,13 +24,14 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, 
 from torch import nn
 
 from fedbench.arrays import decode, state_dict_record
+from fedbench.client.caps import planning_share
 from fedbench.client.group import current_group
 from fedbench.client.seat import Seat, current_seat, seat_of
 from fedbench.data.source import Tensors
 from fedbench.devices.emulated_meter import EmulatedMeter
 from fedbench.devices.meter import TrainJob
 from fedbench.errors import FedbenchError
-from fedbench.experiment.build import build_model, build_scenario
+from fedbench.experiment.build import build_model, build_runtime, build_scenario
 from fedbench.experiment.schema import Experiment, ModelConfig
 from fedbench.protocol import METRICS, NUM_EXAMPLES
 from fedbench.scenarios.context import data_context
@@ -127,7 +128,7 @@ def _prepare(seat: Seat, model: nn.Module, params: TrainParams) -> Prepared:
     )
     seed = experiment.seed * 1_000_003 + task.round * 10_007 + task.device_index
     # The memory plan for the device's budget (fedbench.train.round_plan).
-    rp = plan_round(model, job, seat.meter, experiment.train.memory_planner)
+    rp = plan_round(model, job, seat.meter, experiment.train.memory_planner, planning_share())
     return Prepared(seat, data, rp, seed)
 
 
@@ -174,8 +175,8 @@ def _from_batch(
     device's own call then takes its result. `model` holds the global weights.
     """
     group = current_group()
-    if len(group) < 2:
-        return None
+    if len(group) < 2 or build_runtime(prepared.seat.experiment).enforce_caps:
+        return None  # capped, each device trains in its own process under its own limits
     key = group[0].metadata.message_id or str(id(group))
     if key not in _BATCH:
         _BATCH.clear()
