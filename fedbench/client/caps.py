@@ -57,6 +57,7 @@ __all__ = [
     "failure",
     "limits_for",
     "planning_share",
+    "warm_up",
 ]
 
 REPLAN_SHARE = 0.7  # of the budget planned for, after a real out-of-memory
@@ -64,6 +65,20 @@ REPLANS = 3
 _SHARE: ContextVar[float] = ContextVar("fedbench_planning_share", default=1.0)
 # (profile, budget MB, model, batch size) -> the share of the budget a plan fitted in, here
 _FITTED: dict[tuple[str, int, str, int], float] = {}
+
+
+_WARM_UPS: list[Callable[[Seat], object]] = []
+
+
+def warm_up(prepare: Callable[[Seat], object]) -> Callable[[Seat], object]:
+    """Register `prepare(seat)`, run in the worker before each capped call is forked.
+
+    A child's caches die with it: what every child of a worker would build
+    again (the data split, the model) is built once here instead, on one
+    torch thread (fedbench.client.isolated: the worker never starts a team).
+    """
+    _WARM_UPS.append(prepare)
+    return prepare
 
 
 def planning_share() -> float:
@@ -120,6 +135,9 @@ def capped_call(seat: Seat, context: Context, call: Callable[[], T], replan: boo
         torch.set_num_threads(runtime.client_cpus)
         return call()
     limits = limits_for(caps, runtime.client_cpus, seat.device.index)
+    torch.set_num_threads(1)  # the worker's own torch work (fedbench.client.isolated)
+    for prepare in _WARM_UPS:
+        prepare(seat)
 
     def child() -> tuple[T, object, object, object]:
         value = call()

@@ -24,7 +24,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, 
 from torch import nn
 
 from fedbench.arrays import decode, state_dict_record
-from fedbench.client.caps import planning_share
+from fedbench.client.caps import planning_share, warm_up
 from fedbench.client.group import current_group
 from fedbench.client.seat import Seat, current_seat, seat_of
 from fedbench.data.source import Tensors
@@ -202,6 +202,14 @@ def _train_group(
         p.seat.device.index: Batched(state, loss, len(ready))
         for p, (state, loss) in zip(ready, results, strict=True)
     }
+
+
+@warm_up
+def _warm(seat: Seat) -> None:
+    """Built in the worker before a capped call forks (fedbench.client.caps.warm_up)."""
+    if seat.experiment.app is None:  # fedbench's own app: this handler's caches
+        data_context(seat.experiment, seat.num_devices)
+        _model(seat.experiment.model)
 
 
 @functools.lru_cache(maxsize=2)
