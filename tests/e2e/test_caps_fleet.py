@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import csv
 import os
+import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from flwr.app import ArrayRecord
@@ -51,26 +53,34 @@ RUNS = {
 }
 
 
+def _start(root: Path, name: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "fedbench", *RUN, *RUNS[name], f"hydra.run.dir={root / name}"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
+        cwd=root,
+    )
+
+
 @pytest.fixture(scope="module")
 def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, str]]]:
+    """The three runs, one after the other (each uses every core of a small host)."""
     root = tmp_path_factory.mktemp("caps_fleet")
-    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
-    procs = {
-        name: subprocess.Popen(
-            [sys.executable, "-m", "fedbench", *RUN, *extra, f"hydra.run.dir={root / name}"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-            cwd=root,
-        )
-        for name, extra in RUNS.items()
-    }
+    procs = {}
     out = {}
-    for name, proc in procs.items():
-        _, err = proc.communicate(timeout=900)
-        assert proc.returncode == 0, f"{name}: {err[-3000:]}"
-        out[name] = list(csv.DictReader((root / name / "rounds.csv").open()))
+    try:
+        for name in RUNS:
+            proc = procs[name] = _start(root, name)
+            _, err = proc.communicate(timeout=900)
+            assert proc.returncode == 0, f"{name}: {err[-3000:]}"
+            out[name] = list(csv.DictReader((root / name / "rounds.csv").open()))
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)  # the run stops what it started
+                proc.wait(timeout=60)
     return out
 
 
