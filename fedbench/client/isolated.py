@@ -23,10 +23,11 @@ group, the worker itself. So each capped call runs in a child forked for it:
 Copy-on-write makes the fork cheap (the worker's model, data and caches are
 there in the child without a copy) and the cgroup charges the child only for
 what it touches: the call's own memory. What a child learns dies with it,
-so the parent imports the modules the child had to import (imports were
-most of a cold child's time: 824 modules, ~15 s on a 2-core host), and
-callers warm their caches in the parent before the fork
-(fedbench.client.caps.warm_up).
+so before its next fork the parent imports the modules the previous child
+had to import (imports were most of a cold child's time: 824 modules, ~15 s
+on a 2-core host; a process that serves one call, a deployment's
+`flwr-clientapp`, never pays for them twice), and callers warm their caches
+in the parent before the fork (fedbench.client.caps.warm_up).
 
 GNU OpenMP: a child forked from a process that has run a parallel region on
 more than one thread waits for ever for that team in its first parallel
@@ -110,6 +111,7 @@ def run_isolated(call: Callable[[], T], limits: Limits) -> T:
     """`call()` in a child process under `limits`; its value, or CallFailed saying why not."""
     if torch.get_num_threads() != 1:
         torch.set_num_threads(1)  # this process never starts an OpenMP team (module docstring)
+    _import_pending()
     group = None
     if limits.groups is not None and limits.memory_mb is not None:
         name = f"fedbench-call-{os.getpid()}-{next(_COUNT)}"
@@ -138,7 +140,7 @@ def run_isolated(call: Callable[[], T], limits: Limits) -> T:
         reaped = True
         return _outcome(data, status, limits, group)  # type: ignore[return-value]
     finally:
-        _import_what_the_child_imported(data if reaped else b"")
+        _PENDING.extend(_loaded(data if reaped else b"")[2])
         if not reaped:  # interrupted while the child runs: it must not outlive the call
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
@@ -232,12 +234,14 @@ def _loaded(data: bytes) -> tuple[str, object, list[str]]:
     return kind, value, imported
 
 
+_PENDING: list[str] = []  # modules the last child imported, not imported here yet
 _UNIMPORTABLE: set[str] = set()
 
 
-def _import_what_the_child_imported(data: bytes) -> None:
-    """Import here what the call imported, so the next child starts with it."""
-    for name in _loaded(data)[2]:
+def _import_pending() -> None:
+    """Import here what the previous call imported, so the next child starts with it."""
+    names, _PENDING[:] = list(_PENDING), []
+    for name in names:
         if name in sys.modules or name in _UNIMPORTABLE:
             continue
         with contextlib.suppress(Exception):

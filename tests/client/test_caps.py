@@ -204,6 +204,37 @@ def test_each_ending_of_an_isolated_call_is_told_apart(mechanism: str) -> None:
     assert out["here"] == 8 and out["unchanged"] and out["parent_threads"] == 1
 
 
+def test_a_call_replies_before_its_worker_imports_what_the_call_imported(tmp_path: Path) -> None:
+    """The worker imports a child's modules before its next fork, not before the reply.
+
+    A deployment's `flwr-clientapp` serves one message and exits: importing
+    there what its child imported (the training stack, ~800 modules) only
+    delayed the reply, by 6.6 s of a 13.4 s first call on a loaded 2-core host.
+    """
+    (tmp_path / "fedbench_probe_module.py").write_text("VALUE = 7\n")
+    out = _python(
+        f"""
+import json, sys
+sys.path.insert(0, {str(tmp_path)!r})
+from fedbench.client.isolated import Limits, run_isolated
+
+def imports():
+    import fedbench_probe_module
+    return fedbench_probe_module.VALUE
+
+limits = Limits(threads=1)
+value = run_isolated(imports, limits)
+after_reply = "fedbench_probe_module" in sys.modules
+warm = run_isolated(lambda: "fedbench_probe_module" in sys.modules, limits)
+print(json.dumps([value, after_reply, warm]))
+"""
+    )
+    value, after_reply, warm = out
+    assert value == 7
+    assert after_reply is False  # the reply did not wait for the import
+    assert warm is True  # the next child starts with it
+
+
 def test_out_of_memory_is_the_allocators_refusal_or_the_caps_verdict() -> None:
     assert out_of_memory(MemoryError())
     assert out_of_memory(RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried"))
