@@ -27,6 +27,7 @@ from torch import nn
 
 from fedbench.algorithms.base import client_halves, load_algorithm
 from fedbench.arrays import decode, state_dict_record
+from fedbench.client.caps import planning_share, warm_up
 from fedbench.client.group import current_group
 from fedbench.client.seat import Seat, current_seat, seat_of
 from fedbench.core.meter import TrainJob
@@ -36,6 +37,7 @@ from fedbench.errors import FedbenchError
 from fedbench.experiment.build import build_model
 from fedbench.experiment.schema import Experiment, ModelConfig
 from fedbench.protocol import METRICS, NUM_EXAMPLES
+from fedbench.runtime.base import build_runtime
 from fedbench.scenarios.base import build_scenario
 from fedbench.scenarios.context import data_context
 from fedbench.train import hyper
@@ -117,7 +119,7 @@ def _prepare(seat: Seat, model: nn.Module, params: TrainParams) -> Prepared:
     )
     seed = experiment.seed * 1_000_003 + task.round * 10_007 + task.device_index
     # The memory plan for the device's budget (fedbench.train.round_plan).
-    rp = plan_round(model, job, seat.meter, experiment.train.memory_planner)
+    rp = plan_round(model, job, seat.meter, experiment.train.memory_planner, planning_share())
     return Prepared(seat, data, rp, seed)
 
 
@@ -164,8 +166,8 @@ def _from_batch(
     device's own call then takes its result. `model` holds the global weights.
     """
     group = current_group()
-    if len(group) < 2:
-        return None
+    if len(group) < 2 or build_runtime(prepared.seat.experiment).enforce_caps:
+        return None  # capped, each device trains in its own process under its own limits
     key = group[0].metadata.message_id or str(id(group))
     if key not in _BATCH:
         _BATCH.clear()
@@ -191,6 +193,14 @@ def _train_group(
         p.seat.device.index: Batched(state, loss, len(ready))
         for p, (state, loss) in zip(ready, results, strict=True)
     }
+
+
+@warm_up
+def _warm(seat: Seat) -> None:
+    """Built in the worker before a capped call forks (fedbench.client.caps.warm_up)."""
+    if seat.experiment.app is None:  # fedbench's own app: this handler's caches
+        data_context(seat.experiment, seat.num_devices)
+        _model(seat.experiment.model)
 
 
 @functools.lru_cache(maxsize=2)

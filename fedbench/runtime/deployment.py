@@ -112,6 +112,9 @@ class DeploymentRuntime(Runtime):
     physical_keys: Sequence[str] = ()  # public keys (.pub) of the physical devices
     wait_for_physical_s: float = 600.0
     memory_limit: str = "auto"  # auto | cgroup | rlimit | none
+    # Each call of an emulated device in a process of its own under the device's threads,
+    # CPUs and training budget (fedbench.client.caps), inside its node's limits.
+    enforce_caps: bool = True
     address_space_headroom_mb: int | None = None  # None: measured idle client + Flower
     client_cpus: int = 1
     wait_for_nodes_s: float = 120.0
