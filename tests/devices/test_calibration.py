@@ -107,3 +107,19 @@ def test_shipped_emulator_reproduces_the_report(model: str) -> None:
         if r["predicted_energy_j"]:
             above = e.energy_j - e.energy_terms_j["idle"]
             assert above == pytest.approx(float(r["predicted_energy_j"]), rel=0.01, abs=1e-4)
+
+
+def test_report_states_each_target_against_the_worse_out_of_fold_error() -> None:
+    """report.md's targets table (issue 28: CPU 15%, TX2 GPU 25%, energy 20%) gives
+    each target the worse out-of-fold MAPE of report.csv's rows and says met or not."""
+    records = _records()
+    groups = {
+        "CPU rows, latency": ([r for r in records if r["processor"] == "cpu"], "", 15),
+        "TX2 GPU rows, latency": ([r for r in records if r["processor"] == "gpu"], "", 25),
+        "energy rows, J per step": ([r for r in records if r["measured_energy_j"]], "energy_", 20),
+    }
+    text = (CALIBRATION / "report.md").read_text()
+    for label, (rows, column, target) in groups.items():
+        worst = max(_mape(rows, f"{scheme}_{column}error_pct") for scheme in ("lomo", "lodo"))
+        verdict = "met |" if worst <= target else "**not met**"
+        assert f"| {label} | {target} | {worst:.1f} | {verdict}" in text, label
