@@ -26,6 +26,7 @@ from flwr.app import ArrayRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
 from fedbench.analyze import analyze_finished
+from fedbench.core.numerics import state_sha256
 from fedbench.experiment.codec import EXPERIMENT_KEY, from_json, to_json
 from fedbench.experiment.fleet import expand_fleet
 from fedbench.experiment.schema import Experiment
@@ -105,6 +106,11 @@ def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, 
         algorithm = side.algorithm()
         check_minimums(algorithm, selector.clients_per_round)
         runtime = build_runtime(experiment)
+        # The intra-op threads each side computed with (docs/results.md, reproducibility).
+        writer.provenance["threads"] = {
+            "server": runtime.server_threads,
+            "client": runtime.client_cpus,
+        }
         defense = Defense.build(
             experiment.defense, devices, side.example_counts(), runtime.announced_names(run_dir)
         )
@@ -206,6 +212,8 @@ def _start(
 ) -> LoopState:
     """The initial model, scored as round (or day) 0."""
     arrays, how = side.initial_arrays()
+    # Which pretrained weights day 0 started from: equal hashes, equal starting points.
+    writer.provenance["initial_model_sha256"] = state_sha256(arrays.to_torch_state_dict())
     first = evaluator(0, arrays)
     accuracy = accuracy_of(first)
     wall = time.perf_counter() - wall_start

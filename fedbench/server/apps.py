@@ -22,6 +22,7 @@ from fedbench.experiment.build import build_algorithm, build_model
 from fedbench.experiment.schema import Experiment
 from fedbench.ledger import Ledger
 from fedbench.protocol import ARRAYS
+from fedbench.runtime.base import build_runtime
 from fedbench.scenarios.base import build_scenario
 from fedbench.scenarios.context import data_context
 from fedbench.scenarios.pretrain import pretrained_state
@@ -72,11 +73,16 @@ class OwnApp(ServerSide):
         self.scenario = build_scenario(experiment)
         self.ctx = data_context(experiment, len(devices))
         self.model = build_model(experiment.model)
+        self.threads = build_runtime(experiment).server_threads
 
     def initial_arrays(self) -> tuple[ArrayRecord, str]:
         pretrain = self.scenario.pretrain
         state, cached = pretrained_state(
-            self.experiment, pretrain, self.ctx, lambda: build_model(self.experiment.model)
+            self.experiment,
+            pretrain,
+            self.ctx,
+            lambda: build_model(self.experiment.model),
+            self.threads,
         )
         self.model.load_state_dict(state)
         how = "from cache" if cached else f"{pretrain.epochs} epochs"
@@ -86,7 +92,7 @@ class OwnApp(ServerSide):
         return build_algorithm(self.experiment)
 
     def evaluator(self, grid: Grid, fleet: FleetStrategy, timeout_s: float) -> Evaluator:
-        return TestSplitEvaluation(self.model, self.ctx.splits.test)
+        return TestSplitEvaluation(self.model, self.ctx.splits.test, self.threads)
 
     def predict(self, ledger: Ledger) -> list[str]:
         view = FleetView(self.devices, self.experiment)
@@ -119,7 +125,8 @@ class UserApp(ServerSide):
 
     def evaluator(self, grid: Grid, fleet: FleetStrategy, timeout_s: float) -> Evaluator:
         if self.captured.evaluate_fn is not None:
-            return AppEvaluation(self.captured.evaluate_fn)
+            threads = build_runtime(self.experiment).server_threads
+            return AppEvaluation(self.captured.evaluate_fn, threads)
         return FederatedEvaluation(grid, fleet, self.captured.evaluate_config, timeout_s)
 
     def train_config(self) -> ConfigRecord:
