@@ -85,6 +85,8 @@ def provenance(argv: Sequence[str] | None = None) -> dict[str, object]:
     """What made this run (see docs/results.md for each key); `argv`: the command line."""
     import psutil
 
+    from fedbench.core.numerics import environment  # torch: not at import (the CLI's --help)
+
     commit, dirty = git_commit()
     return {
         "fedbench_version": version_of("fedbench"),
@@ -98,6 +100,10 @@ def provenance(argv: Sequence[str] | None = None) -> dict[str, object]:
         "cpu_cores": os.cpu_count(),
         "cpu_physical_cores": psutil.cpu_count(logical=False),
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        # torch build, ISA level, the variables that pick kernels: what sums in its own
+        # order (fedbench.core.numerics); the run's thread counts and its initial model's
+        # hash are added by the server (fedbench.server.app).
+        "numerics": environment(),
         "command": command_line(argv),
         "cwd": os.getcwd(),
         "start_time": now(),

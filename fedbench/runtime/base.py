@@ -60,6 +60,9 @@ class Runtime(ABC):
     """A runtime's common settings; subclasses are frozen dataclasses built by `_target_`."""
 
     client_cpus: int  # torch threads (and logical CPUs) per client
+    # torch threads of the server's own training and evaluation (pretraining, the
+    # test split): fixed, so day 0 and every accuracy do not depend on the host's cores.
+    server_threads: int = 1
     wait_for_nodes_s: float  # how long the server waits for its nodes before round 1
     round_timeout_s: float  # how long it waits for one round's replies
     # Workers apply each emulated device's real caps (threads, CPUs, memory) to its calls.
@@ -74,9 +77,10 @@ class Runtime(ABC):
                 raise FedbenchError(f"runtime.{key} must be a number of seconds, got {value!r}")
             if not math.isfinite(value) or value <= 0:
                 raise FedbenchError(f"runtime.{key}={value!r}: must be finite and > 0")
-        cpus = self.client_cpus
-        if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
-            raise FedbenchError(f"runtime.client_cpus must be a positive integer, got {cpus!r}")
+        for key in ("client_cpus", "server_threads"):
+            cpus = getattr(self, key)
+            if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
+                raise FedbenchError(f"runtime.{key} must be a positive integer, got {cpus!r}")
 
     def check_local_cpus(self) -> None:
         """A client cannot use more CPUs than this host has (a remote cluster checks its own)."""

@@ -117,6 +117,7 @@ class DeploymentRuntime(Runtime):
     enforce_caps: bool = True
     address_space_headroom_mb: int | None = None  # None: measured idle client + Flower
     client_cpus: int = 1
+    server_threads: int = 1
     wait_for_nodes_s: float = 120.0
     round_timeout_s: float = 3600.0
     proxy: str = "auto"  # auto (nginx if installed, else python) | nginx | python

@@ -39,6 +39,7 @@ from strategies.base import build_selector
 class SimulationRuntime(Runtime):
     ray_address: str | None = None
     client_cpus: int = 1
+    server_threads: int = 1
     ray_temp_dir: str | None = None
     wait_for_nodes_s: float = 120.0
     round_timeout_s: float = 3600.0

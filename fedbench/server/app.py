@@ -28,6 +28,7 @@ from flwr.app import ArrayRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
 from fedbench.analyze import analyze_finished
+from fedbench.core.numerics import state_sha256
 from fedbench.experiment.codec import EXPERIMENT_KEY, from_json, to_json
 from fedbench.experiment.fleet import Fleet, expand_fleet, kind_column
 from fedbench.experiment.schema import Experiment
@@ -154,6 +155,11 @@ def _assemble(
     algorithm = side.algorithm()
     check_minimums(algorithm, selector.clients_per_round)
     runtime = build_runtime(experiment)
+    # The intra-op threads each side computed with (docs/results.md, reproducibility).
+    folder.writer.provenance["threads"] = {
+        "server": runtime.server_threads,
+        "client": runtime.client_cpus,
+    }
     announced = runtime.announced_names(folder.run_dir)
     defense = Defense.build(experiment.defense, devices, side.example_counts(), announced)
     progress(f"{len(devices)} devices; waiting for their nodes")
@@ -248,6 +254,8 @@ class Folder:
 def _start(side: ServerSide, evaluator: Evaluator, writer: RunWriter, run: Run) -> LoopState:
     """The initial model, scored as round (or day) 0."""
     arrays, how = side.initial_arrays()
+    # Which pretrained weights day 0 started from: equal hashes, equal starting points.
+    writer.provenance["initial_model_sha256"] = state_sha256(arrays.to_torch_state_dict())
     first = evaluator(0, arrays)
     accuracy = accuracy_of(first)
     wall = time.perf_counter() - run.wall_start

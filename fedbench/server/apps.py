@@ -24,6 +24,7 @@ from fedbench.experiment.fleet import fleet_index
 from fedbench.experiment.schema import Experiment
 from fedbench.ledger import Ledger
 from fedbench.protocol import ARRAYS
+from fedbench.runtime.base import build_runtime
 from fedbench.scenarios.base import Scenario, build_scenario
 from fedbench.scenarios.context import DataContext, data_context
 from fedbench.scenarios.pretrain import pretrained_state
@@ -75,11 +76,16 @@ class OwnApp(ServerSide):
         self.scenario = build_scenario(experiment)
         self.ctx = data_context(experiment, len(devices))
         self.model = build_model(experiment.model)
+        self.threads = build_runtime(experiment).server_threads
 
     def initial_arrays(self) -> tuple[ArrayRecord, str]:
         pretrain = self.scenario.pretrain
         state, cached = pretrained_state(
-            self.experiment, pretrain, self.ctx, lambda: build_model(self.experiment.model)
+            self.experiment,
+            pretrain,
+            self.ctx,
+            lambda: build_model(self.experiment.model),
+            self.threads,
         )
         self.model.load_state_dict(state)
         how = "from cache" if cached else f"{pretrain.epochs} epochs"
@@ -89,7 +95,7 @@ class OwnApp(ServerSide):
         return build_algorithm(self.experiment)
 
     def evaluator(self, grid: Grid, fleet: FleetStrategy, timeout_s: float) -> Evaluator:
-        return TestSplitEvaluation(self.model, self.ctx.splits.test)
+        return TestSplitEvaluation(self.model, self.ctx.splits.test, self.threads)
 
     def train_config(self) -> ConfigRecord:
         # The train group's hyperparameters, sent the way a Flower ServerApp sends its own.
@@ -148,7 +154,8 @@ class UserApp(ServerSide):
     def evaluator(self, grid: Grid, fleet: FleetStrategy, timeout_s: float) -> Evaluator:
         if self.captured.evaluate_fn is not None:
             app = self.experiment.app
-            return AppEvaluation(self.captured.evaluate_fn, app.name if app else "app")
+            threads = build_runtime(self.experiment).server_threads
+            return AppEvaluation(self.captured.evaluate_fn, app.name if app else "app", threads)
         return FederatedEvaluation(grid, fleet, self.captured.evaluate_config, timeout_s)
 
     def train_config(self) -> ConfigRecord:

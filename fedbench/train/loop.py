@@ -90,10 +90,13 @@ def train_local(
     plan: Plan | None = None,
     adapt: Adaptation | None = None,
     on_epoch: Callable[[int, float], None] | None = None,
+    lr_scale: Callable[[int], float] | None = None,
 ) -> float:
     """Train in place; return the mean training loss over all steps.
 
     `on_epoch(epoch, mean_loss_so_far)` is called after each epoch (progress).
+    With `lr_scale`, optimizer step i (from 0) runs at `params.lr * lr_scale(i)`
+    (a schedule: the server's pretraining warms up and decays to zero).
 
     Every step runs under `plan` (default: the full batch). With `adapt`,
     the budget is checked before each optimizer step and the plan switched
@@ -118,6 +121,9 @@ def train_local(
                 if chosen is None:
                     return total / steps if steps else math.nan
                 current = chosen
+            if lr_scale is not None:
+                for group in optimizer.param_groups:
+                    group["lr"] = params.lr * lr_scale(steps)
             total += runner.step(data.x[idx], data.y[idx], current, params.batch_size)
             if adapt is not None:
                 adapt.log.record(current)
