@@ -38,6 +38,7 @@ GROUP_HELP: dict[str, str] = {
     "round_close": "when the server closes a round (all replies, first k, deadline)",
     "defense": "what keeps a hostile reply out of the aggregate (bounds on updates and costs)",
     "mode": "synchronous rounds, or FedBuff's buffered asynchronous updates on the clock",
+    "hooks": "what runs around each round (records, progress, checkpoints; stop at a target)",
 }
 TOP_LEVEL_HELP: dict[str, str] = {
     "seed": "seeds data splits, partitions, selection and training",
