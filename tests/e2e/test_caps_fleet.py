@@ -26,8 +26,10 @@ from pathlib import Path
 import pytest
 from flwr.app import ArrayRecord
 
+from fedbench.core.device import DeviceSpec, kind_of
+from fedbench.core.meter import TrainJob
 from fedbench.devices.budget import budget_at
-from fedbench.devices.meter import TrainJob
+from fedbench.devices.emulated_meter import EmulatedMeter
 from fedbench.devices.meters import make_meter
 from fedbench.models import build_model
 
@@ -87,11 +89,12 @@ def rows(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, s
 def _over_budget(row: dict[str, str]) -> bool:
     """The emulator's verdict on the device's full batch at the round's start."""
     model, shape = build_model("densenet40")
-    meter = make_meter(row["profile"], {})
+    meter = make_meter(DeviceSpec(0, row["device"], row["profile"], kind_of(row["profile"])))
+    assert isinstance(meter, EmulatedMeter), meter
     bytes_ = ArrayRecord(model.state_dict()).count_bytes()
     job = TrainJob("densenet40", tuple(shape), (BATCH,), bytes_, float(row["start_s"]), None)
     predicted = meter.emulate(model, job)
-    budget = budget_at(meter.profile, float(row["start_s"]))  # type: ignore[attr-defined]
+    budget = budget_at(meter.profile, float(row["start_s"]))
     return predicted.status == "oom" or predicted.rss_mb > budget
 
 
