@@ -39,6 +39,7 @@ from flwr.app import (
 )
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import Strategy
+from flwr.supercore.task_identity import TaskIdentity
 
 from fedbench.errors import FedbenchError
 from fedbench.experiment.app import AppConfig, app_failure
@@ -96,6 +97,20 @@ def _start_arguments() -> Iterator[dict[str, Any]]:
         Strategy.start = original  # type: ignore[method-assign]
 
 
+@contextmanager
+def _task_identity() -> Iterator[None]:
+    """A Flower Message takes its run and node ids from the process's TaskIdentity, which
+    only Flower's runtimes set; outside them (preflight, before any runtime starts) the
+    capture sets its own for the app's messages and puts the old ones back after."""
+    saved = (TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id)
+    if saved[1] is None:
+        TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 0, 0, 0
+    try:
+        yield
+    finally:
+        TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id = saved
+
+
 class CaptureGrid(Grid):
     """A grid with `num_nodes` nodes that records the first messages and stops the app."""
 
@@ -149,7 +164,7 @@ def capture(app: AppConfig, num_devices: int) -> Captured:
     context = Context(
         run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config=dict(app.run_config)
     )
-    with _start_arguments() as started:
+    with _task_identity(), _start_arguments() as started:
         try:
             server_app(CaptureGrid(num_devices), context)
         except _Stop as stop:
