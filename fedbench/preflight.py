@@ -76,9 +76,20 @@ def preflight(experiment: Experiment) -> None:
         level = flwr_logger.level
         flwr_logger.setLevel(logging.ERROR)
         try:
-            capture(experiment.app, len(devices))
+            captured = capture(experiment.app, len(devices))
         finally:
             flwr_logger.setLevel(level)
+        if captured.evaluate_fn is not None:
+            # The round loop scores the initial model as round 0 with the app's evaluate_fn
+            # (the capture leaves it out): one that cannot is refused here, not in the run.
+            from fedbench.experiment.app import app_failure
+
+            app = experiment.app
+            try:
+                captured.evaluate_fn(0, captured.arrays)
+            except Exception as exc:  # the app's own code
+                where = f"its ServerApp {app.serverapp!r} (evaluate_fn at round 0)"
+                raise app_failure(app.name, where, exc) from None
         return
     try:
         build_model(experiment.model)
