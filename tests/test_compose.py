@@ -76,3 +76,17 @@ def test_daily_densenet_overrides_the_defaults() -> None:
 def test_conf_dir_is_the_repository_conf() -> None:
     assert (conf_dir() / "config.yaml").is_file()
     assert Path(conf_dir()).name == "conf"
+
+
+def test_the_hooks_keep_their_order_across_the_wire() -> None:
+    """A deployment's ServerApp gets the experiment as JSON: the records must still be
+    written before the checkpoint that vouches for them is saved."""
+    from fedbench.server.hooks import CheckpointHook, RecordHook, build_hooks
+
+    experiment = typed([])
+    names = list(experiment.hooks.entries)
+    assert names.index("records") < names.index("checkpoint")
+    received = from_json(to_json(experiment))
+    assert list(received.hooks.entries) == names
+    kinds = [type(h) for h in build_hooks(received)]
+    assert kinds.index(RecordHook) < kinds.index(CheckpointHook)

@@ -19,7 +19,9 @@ EXPERIMENT_KEY = "fedbench-config"
 
 
 def to_json(experiment: Experiment) -> str:
-    return json.dumps(experiment.to_config(), sort_keys=True)
+    # In the config's own order: some mappings are ordered lists by name (`hooks`: the
+    # records are written before the checkpoint that vouches for them is saved).
+    return json.dumps(experiment.to_config())
 
 
 def from_json(text: str, where: str = EXPERIMENT_KEY) -> Experiment:
