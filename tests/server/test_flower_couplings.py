@@ -68,6 +68,21 @@ def test_capture_reads_what_the_apps_server_app_hands_strategy_start() -> None:
     assert Strategy.start.__qualname__ == "Strategy.start"  # Flower's own method, put back
 
 
+def test_capture_runs_an_app_where_no_flower_runtime_set_the_task_identity() -> None:
+    """Preflight captures a user's ServerApp in the driver, where Flower set no
+    TaskIdentity, yet Flower's Message reads it; the capture sets one and puts it back."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    saved = (TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id)
+    TaskIdentity._task_id = TaskIdentity._run_id = TaskIdentity._node_id = None
+    try:
+        captured = capture(load_app(str(APP), {}), num_devices=4)
+        assert captured.num_rounds == 3
+        assert TaskIdentity._run_id is None  # put back as it was found
+    finally:
+        TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id = saved
+
+
 @pytest.mark.parametrize("cls", SAMPLING, ids=lambda c: c.__name__)
 def test_a_strategy_reads_the_node_ids_twice_per_configure(cls: type[FedAvg]) -> None:
     strategy = _strategy(cls, min_available_nodes=2, min_train_nodes=2)
