@@ -50,7 +50,6 @@ T = TypeVar("T")
 
 __all__ = [
     "capped_call",
-    "device_caps",
     "failure",
     "limits_for",
     "planning_share",
@@ -83,12 +82,6 @@ def planning_share() -> float:
     return _SHARE.get()
 
 
-def device_caps(seat: Seat) -> Caps | None:
-    """The seated device's cores and training budget now (its meter's to answer); None for
-    a device whose meter has no caps (not emulated)."""
-    return seat.meter.caps(seat.task.now_s)
-
-
 def limits_for(caps: Caps, client_cpus: int, device_index: int) -> Limits:
     """The call's threads, CPUs and memory cap on this host."""
     threads = max(1, min(caps.cores, client_cpus))
@@ -113,7 +106,8 @@ def capped_call(seat: Seat, context: Context, call: Callable[[], T], replan: boo
     docstring).
     """
     runtime = build_runtime(seat.experiment)
-    caps = device_caps(seat) if runtime.enforce_caps else None
+    # The device's cores and training budget now, its meter's to answer (None: not emulated).
+    caps = seat.meter.caps(seat.task.now_s) if runtime.enforce_caps else None
     if caps is None:
         torch.set_num_threads(runtime.client_cpus)
         return call()
