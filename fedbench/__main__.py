@@ -5,7 +5,8 @@ becomes the typed, validated Experiment (fedbench.experiment) before
 anything starts. A user mistake raises FedbenchError, printed as one line
 with exit code 2; Hydra itself reports unknown groups and options with the
 valid choices. Overrides Hydra's grammar cannot parse, and run folders
-that cannot be created, are refused here first, in one line.
+that cannot be created, are refused here first, in one line, and so is a
+`runtime.accelerator=` this host cannot honour (no run folder is made).
 
 The run folder is locked for the run (fedbench.report.lock); a folder that
 already holds a run is continued only with `resume=`. A run that did not
@@ -39,6 +40,8 @@ from fedbench.report.writer import ROUNDS_CSV, SUMMARY_JSON
 from fedbench.resume import resumed_experiment
 from fedbench.runtime.base import Apps, build_runtime
 from fedbench.server.checkpoint import CHECKPOINT
+from fedbench.train.accelerator import KEY as ACCELERATOR_KEY
+from fedbench.train.accelerator import check_host
 from fedbench.trust.targets import parse_allowed
 
 EXIT_USER_ERROR, EXIT_RUN_FAILED = 2, 1
@@ -147,6 +150,13 @@ def check_overrides(argv: Sequence[str]) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
+    given = dict(arg.partition("=")[::2] for arg in argv if not arg.startswith("-"))
+    accelerator = given.get(ACCELERATOR_KEY) or given.get(f"+{ACCELERATOR_KEY}")
+    cluster = given.get("runtime.ray_address") not in (None, "", "null")
+    if accelerator and "${" not in accelerator and not cluster:
+        # Before any folder is made: a run on an accelerator this host lacks never starts
+        # (a Ray cluster's GPUs are its nodes': the runtime checks those once it joins).
+        check_host(accelerator)
     parser = OverridesParser.create()
     skip_next = False
     for arg in argv:

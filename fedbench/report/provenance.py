@@ -81,9 +81,12 @@ def command_line(argv: Sequence[str] | None = None) -> str:
     return os.environ.get(COMMAND_ENV) or shlex.join(getattr(sys, "orig_argv", sys.argv))
 
 
-def provenance(argv: Sequence[str] | None = None) -> dict[str, object]:
-    """What made this run (see docs/results.md for each key); `argv`: the command line."""
+def provenance(argv: Sequence[str] | None = None, accelerator: str = "auto") -> dict[str, object]:
+    """What made this run (see docs/results.md for each key); `argv`: the command line,
+    `accelerator`: the runtime's setting (where devices trained)."""
     import psutil
+
+    from fedbench.train.accelerator import host_record
 
     commit, dirty = git_commit()
     return {
@@ -98,6 +101,7 @@ def provenance(argv: Sequence[str] | None = None) -> dict[str, object]:
         "cpu_cores": os.cpu_count(),
         "cpu_physical_cores": psutil.cpu_count(logical=False),
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        **host_record(accelerator),
         "command": command_line(argv),
         "cwd": os.getcwd(),
         "start_time": now(),

@@ -66,6 +66,8 @@ class Runtime(ABC):
     enforce_caps: bool = False
     # Asynchronous FL orders arrivals on the host's clock (real devices), not the virtual one.
     wall_clock: bool = False
+    # Where clients train: auto | cpu | cuda | cuda:N (fedbench.train.accelerator).
+    accelerator: str = "auto"
 
     def check_common(self) -> None:
         for key in ("wait_for_nodes_s", "round_timeout_s"):

@@ -89,7 +89,11 @@ def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, 
         if "integrity" in resumed.writer:
             rows.verify(resumed.writer["integrity"])
         check_resumable(run_dir, resumed, sum(1 for _ in scenario.schedule()))
-    writer = RunWriter(run_dir, {"name": experiment.name, "num_devices": len(devices)})
+    writer = RunWriter(
+        run_dir,
+        {"name": experiment.name, "num_devices": len(devices)},
+        accelerator=build_runtime(experiment).accelerator,
+    )
     server_rounds = ServerRoundsWriter(run_dir)
     watch = UpdateWatch(writer.meta)
     loggers: list[RunLogger] = []

@@ -1,53 +1,185 @@
 """Many devices' local training at once: one model, its parameters stacked per device.
 
 For small models a worker spends more time dispatching operators than
-computing them. `train_batched` trains n devices' copies in one pass per
-step - `torch.func.vmap` over `functional_call` with the parameters and
-buffers (BatchNorm's running statistics included) stacked along a device
-dimension - and gives each device what `train_local` would have: the same
-data order (each device's own seeded generator), the same SGD with momentum
-and weight decay, FedProx's proximal term, the same mean loss. Results equal
-sequential training within floating-point tolerance (a test checks 1e-5).
+computing them, on a CPU and far more on a GPU, where one small device's
+step leaves the accelerator idle. `train_batched` trains n devices' copies
+in one pass per step - `torch.func.vmap` over `functional_call` with the
+parameters and buffers stacked along a device dimension - and gives each
+device what `train_local` would have:
 
-It applies where sequential training is a plain loop over full batches: SGD,
-no memory plan (micro-batches, checkpoints), the same number of examples on
-every device, no dropout (vmap would draw different random numbers).
-`batching_pays` measures, once per shape in a worker, whether it is faster
-than one device after another; fedbench's handler uses it only then, and
-the records say so (the plan column ends in "vmap<n>").
+- the same data order (each device's own seeded generator) and mean loss;
+- its own BatchNorm running statistics (the buffers are stacked too);
+- the same optimizer: SGD with momentum and weight decay, or Adam/AdamW
+  (`stacked_optimizer`: the update of torch.optim written over the stacked
+  parameters, state per device), with FedProx's proximal pull first;
+- dropout with per-device randomness (vmap's randomness="different").
+
+Results equal sequential training within floating-point tolerance (tests
+check 1e-5), except for dropout: vmap draws one mask per device from the
+global generator, which `train_cohort` seeds from the seeds of the devices
+trained together. A batched run is reproducible for the same cohort, chunk
+and host device; a device's masks differ from those it would draw alone.
+
+On a GPU a worker's devices may not fit at once: `train_cohort` trains them
+in chunks (`chunk_for`: what the GPU has free over what one device's step
+needs), and a CUDA out-of-memory error halves the chunk and retries it
+instead of failing the round; a device that does not fit even alone is
+left to train by itself. `batching_pays` measures, once per shape in a
+worker, whether a batched step is faster than one device after another;
+fedbench's handler batches only then, and the records say so (the plan
+column ends in "vmap<n>").
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
 from torch.func import functional_call, grad_and_value, vmap
 
+from fedbench.core.workload import Workload
 from fedbench.data.source import Tensors
+from fedbench.errors import FedbenchError
+from fedbench.train.accelerator import free_bytes, is_cuda_oom, release
 from fedbench.train.loop import TrainParams, train_local
 
 State = dict[str, torch.Tensor]
+Trained = tuple[State, float]  # a device's trained state (parameters and buffers), mean loss
+
+
+class StackedOptimizer(ABC):
+    """An optimizer's update over parameters stacked along a leading device dimension."""
+
+    @abstractmethod
+    def step(self, weights: State, grads: State) -> None:
+        """Update `weights` in place from `grads` (which it may overwrite)."""
+
+
+class StackedSGD(StackedOptimizer):
+    """torch.optim.SGD's update (no dampening, no Nesterov), FedProx's pull first.
+
+    In place on the gradient, with no temporaries: n devices' stacked weights
+    often do not fit the cache, so each extra pass over them is a pass over
+    main memory.
+    """
+
+    def __init__(self, params: TrainParams, anchor: State) -> None:
+        self.params = params
+        self.anchor = anchor
+        self.momentum: State = {}
+
+    @torch.no_grad()
+    def step(self, weights: State, grads: State) -> None:
+        p = self.params
+        for k, w in weights.items():
+            g = _pulled(grads[k], w, self.anchor[k], p.proximal_mu)
+            if p.weight_decay:
+                g.add_(w, alpha=p.weight_decay)
+            if p.momentum:
+                if k in self.momentum:
+                    g = self.momentum[k].mul_(p.momentum).add_(g)
+                else:
+                    g = self.momentum.setdefault(k, g.clone())
+            w.add_(g, alpha=-p.lr)
+
+
+class StackedAdam(StackedOptimizer):
+    """torch.optim.Adam's update (betas 0.9/0.999, eps 1e-8, no amsgrad); AdamW's with
+    `decoupled`. Every device steps together, so one step count serves them all."""
+
+    BETAS = (0.9, 0.999)
+    EPS = 1e-8
+
+    def __init__(self, params: TrainParams, anchor: State, decoupled: bool) -> None:
+        self.params = params
+        self.anchor = anchor
+        self.decoupled = decoupled
+        self.exp_avg: State = {}
+        self.exp_avg_sq: State = {}
+        self.steps = 0
+
+    @torch.no_grad()
+    def step(self, weights: State, grads: State) -> None:
+        p, (beta1, beta2) = self.params, self.BETAS
+        self.steps += 1
+        step_size = p.lr / (1 - beta1**self.steps)
+        correction2 = (1 - beta2**self.steps) ** 0.5
+        for k, w in weights.items():
+            g = _pulled(grads[k], w, self.anchor[k], p.proximal_mu)
+            if p.weight_decay and self.decoupled:
+                w.mul_(1 - p.lr * p.weight_decay)
+            elif p.weight_decay:
+                g.add_(w, alpha=p.weight_decay)
+            m = self.exp_avg.setdefault(k, torch.zeros_like(w))
+            v = self.exp_avg_sq.setdefault(k, torch.zeros_like(w))
+            m.lerp_(g, 1 - beta1)
+            v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+            w.addcdiv_(m, (v.sqrt() / correction2).add_(self.EPS), value=-step_size)
+
+
+def _pulled(g: torch.Tensor, w: torch.Tensor, anchor: torch.Tensor, mu: float) -> torch.Tensor:
+    """FedProx's proximal gradient mu (w - w_global) added to `g` in place."""
+    if mu > 0:
+        g.add_(w, alpha=mu).sub_(anchor, alpha=mu)
+    return g
+
+
+_STACKED: dict[str, Callable[[TrainParams, State], StackedOptimizer]] = {
+    "sgd": StackedSGD,
+    "adam": lambda params, anchor: StackedAdam(params, anchor, decoupled=False),
+    "adamw": lambda params, anchor: StackedAdam(params, anchor, decoupled=True),
+}
+
+
+def stacked_optimizer(params: TrainParams, anchor: State) -> StackedOptimizer:
+    """The stacked update of the local optimizer the train config names.
+
+    The one place the batched path reads the optimizer: a local optimizer
+    without a stacked update here is refused by `refusal` (its devices train
+    one after another).
+    """
+    make = _STACKED.get(params.optimizer)
+    if make is None:
+        raise FedbenchError(f"train.optimizer={params.optimizer!r}: {refusal(params)}")
+    return make(params, anchor)
+
+
+def refusal(params: TrainParams) -> str | None:
+    """Why devices training with `params` cannot be batched; None if they can."""
+    if params.optimizer not in _STACKED:
+        return (
+            f"optimizer {params.optimizer!r} has no stacked update in fedbench.train.batched "
+            f"(batched: {', '.join(_STACKED)})"
+        )
+    return None
 
 
 def batchable(model: nn.Module, datas: Sequence[Tensors], params: TrainParams) -> bool:
     """Whether vmapped training reproduces `train_local` for these devices."""
     return (
         len(datas) > 1
-        and params.optimizer == "sgd"
+        and refusal(params) is None
         and len({len(d) for d in datas}) == 1
         and len(datas[0]) > 0
-        and not any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules())
     )
+
+
+def _random(model: nn.Module) -> bool:
+    return any(isinstance(m, nn.modules.dropout._DropoutNd) for m in model.modules())
 
 
 def train_batched(
     model: nn.Module, datas: Sequence[Tensors], params: TrainParams, seeds: Sequence[int]
-) -> list[tuple[State, float]]:
-    """Each device's trained state and mean loss, as `train_local(copy, data, params, seed)`."""
+) -> list[Trained]:
+    """Each device's trained state and mean loss, as `train_local(copy, data, params, seed)`.
+
+    The devices' data must be on the model's device; the model itself is
+    not changed.
+    """
     n = len(datas)
     model.train()
     start = {k: v.detach() for k, v in model.named_parameters()}
@@ -55,55 +187,111 @@ def train_batched(
     buffers = {
         k: v.detach().unsqueeze(0).repeat(n, *([1] * v.dim())) for k, v in model.named_buffers()
     }
-    momentum: dict[str, torch.Tensor] = {}
+    optimizer = stacked_optimizer(params, start)
     generators = [torch.Generator().manual_seed(s) for s in seeds]
 
     def loss_of(w: State, b: State, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return nn.functional.cross_entropy(functional_call(model, (w, b), (x,)), y)
 
-    step = vmap(grad_and_value(loss_of))
+    randomness = "different" if _random(model) else "error"
+    step = vmap(grad_and_value(loss_of), randomness=randomness)
     size = len(datas[0])
-    totals = torch.zeros(n, dtype=torch.float64)
+    xs = torch.stack([d.x for d in datas])  # (devices, examples, ...): one gather per step
+    ys = torch.stack([d.y for d in datas])
+    rows = torch.arange(n, device=xs.device).unsqueeze(1)
+    totals = torch.zeros(n, dtype=torch.float64, device=xs.device)
     steps = 0
     for _ in range(params.local_epochs):
-        orders = [torch.randperm(size, generator=g) for g in generators]
+        orders = torch.stack([torch.randperm(size, generator=g) for g in generators])
+        orders = orders.to(xs.device)
         for at in range(0, size, params.batch_size):
-            picks = [order[at : at + params.batch_size] for order in orders]
-            x = torch.stack([d.x[i] for d, i in zip(datas, picks, strict=True)])
-            y = torch.stack([d.y[i] for d, i in zip(datas, picks, strict=True)])
-            grads, losses = step(weights, buffers, x, y)
+            picks = orders[:, at : at + params.batch_size]
+            grads, losses = step(weights, buffers, xs[rows, picks], ys[rows, picks])
             totals += losses.detach().double()
             steps += 1
-            _sgd(weights, grads, momentum, start, params)
+            optimizer.step(weights, grads)
+    means = (totals / steps).tolist()
     return [
         (
             {**{k: w[i] for k, w in weights.items()}, **{k: b[i] for k, b in buffers.items()}},
-            float(totals[i] / steps),
+            means[i],
         )
         for i in range(n)
     ]
 
 
-@torch.no_grad()
-def _sgd(weights: State, grads: State, momentum: State, anchor: State, params: TrainParams) -> None:
-    """torch.optim.SGD's update (no dampening, no Nesterov), FedProx's pull first.
+def device_bytes(workload: Workload) -> int:
+    """What one device adds to a batched step: its weights, gradients, optimizer state,
+    saved activations, workspace and batch (the workload's memory terms)."""
+    return (
+        workload.param_bytes
+        + workload.grad_bytes
+        + workload.optimizer_state_bytes
+        + workload.saved_activation_bytes
+        + workload.workspace_bytes
+        + workload.input_bytes
+    )
 
-    In place on the gradient, with no temporaries: n devices' stacked weights
-    often do not fit the cache, so each extra pass over them is a pass over
-    main memory.
+
+HEADROOM = 0.6  # of the free GPU memory a chunk plans to use: vmap's temporaries, fragmentation
+
+
+def chunk_for(device: torch.device, per_device: int, devices: int) -> int:
+    """How many devices to train together on `device`: all of them on the CPU; on a GPU
+    as many as its free memory holds at `per_device` bytes each (an estimate: an
+    out-of-memory error halves it, `train_cohort`)."""
+    free = free_bytes(device)
+    if free is None or per_device <= 0:
+        return devices
+    return max(1, min(devices, int(free * HEADROOM) // per_device))
+
+
+Step = Callable[[nn.Module, Sequence[Tensors], TrainParams, Sequence[int]], list[Trained]]
+
+
+def train_cohort(
+    model: nn.Module,
+    datas: Sequence[Tensors],
+    params: TrainParams,
+    seeds: Sequence[int],
+    chunk: int,
+    train: Step = train_batched,
+) -> tuple[list[Trained | None], int]:
+    """Every device trained in chunks of at most `chunk`; (results, the chunk that fitted).
+
+    A CUDA out-of-memory error halves the chunk and retries the devices it
+    was training (the model is untouched by a failed chunk). A device that
+    does not fit even alone gets None: it trains by itself. The global
+    generator is seeded from each chunk's device seeds, so a chunk's
+    dropout masks are reproducible.
     """
-    for k, w in weights.items():
-        g = grads[k]
-        if params.proximal_mu > 0:
-            g.add_(w, alpha=params.proximal_mu).sub_(anchor[k], alpha=params.proximal_mu)
-        if params.weight_decay:
-            g.add_(w, alpha=params.weight_decay)
-        if params.momentum:
-            if k in momentum:
-                g = momentum[k].mul_(params.momentum).add_(g)
+    device = next(model.parameters()).device
+    results: list[Trained | None] = []
+    at = 0
+    while at < len(datas):
+        size = min(chunk, len(datas) - at)
+        torch.manual_seed(_mixed(seeds[at : at + size]))
+        try:
+            results += train(model, datas[at : at + size], params, seeds[at : at + size])
+        except Exception as exc:
+            if not is_cuda_oom(exc):
+                raise
+            release(device)
+            if size == 1:
+                results.append(None)
+                at += 1
             else:
-                g = momentum.setdefault(k, g.clone())
-        w.add_(g, alpha=-params.lr)
+                chunk = size // 2
+            continue
+        at += size
+    return results, chunk
+
+
+def _mixed(seeds: Sequence[int]) -> int:
+    mixed = 0
+    for s in seeds:
+        mixed = (mixed * 1_000_003 + int(s)) % (2**63)
+    return mixed
 
 
 def batching_pays(model: nn.Module, datas: Sequence[Tensors], params: TrainParams) -> bool:
@@ -114,6 +302,8 @@ def batching_pays(model: nn.Module, datas: Sequence[Tensors], params: TrainParam
         len(datas),
         min(params.batch_size, len(datas[0])),
         tuple(datas[0].x.shape[1:]),
+        str(datas[0].x.device),
+        params.optimizer,
     )
     if key not in _DECISIONS:
         _DECISIONS[key] = _measured(model, datas, params)
@@ -129,6 +319,7 @@ def _measured(model: nn.Module, datas: Sequence[Tensors], params: TrainParams) -
     A single timing on a busy host decides either way by chance; the best of
     interleaved tries is what the host can do, and a clear answer (a third
     faster or slower) stops early, so a large model is not timed three times.
+    Both sides end by reading their losses, which waits for a GPU's queue.
     """
     probe = TrainParams(
         batch_size=params.batch_size,
@@ -136,6 +327,7 @@ def _measured(model: nn.Module, datas: Sequence[Tensors], params: TrainParams) -
         lr=params.lr,
         momentum=params.momentum,
         weight_decay=params.weight_decay,
+        optimizer=params.optimizer,
     )
     one = [Tensors(d.x[: params.batch_size], d.y[: params.batch_size]) for d in datas]
     state = {k: v.clone() for k, v in model.state_dict().items()}
