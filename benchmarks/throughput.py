@@ -47,6 +47,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fedbench.data.source import Tensors
 
 WORKLOADS: dict[str, dict[str, object]] = {
     # 100 devices per round of the small CNN (its default width 16), 32 samples each.
@@ -171,10 +175,10 @@ def _clients(experiment: object) -> tuple[object, object, object, object]:
     return build_scenario(experiment), ctx, train_params(experiment, None), build_model  # type: ignore[arg-type]
 
 
-def _on(data: object, device: str) -> object:
+def _on(data: Tensors, device: str) -> Tensors:
+    """A device's data where its contender trains (a GPU: copied once per round)."""
     from fedbench.data.source import Tensors
 
-    assert isinstance(data, Tensors)
     return data if device == "cpu" else Tensors(data.x.to(device), data.y.to(device))
 
 
@@ -211,7 +215,7 @@ def bare(config: list[str], device: str = "cpu", threads: int | None = None) -> 
             data = _on(scenario.device_data(ctx, i, r), device)  # type: ignore[attr-defined]
             train_local(model, data, params, seed=r * 1000 + i)  # type: ignore[arg-type]
             updates.append({k: v.detach().clone() for k, v in model.state_dict().items()})
-            sizes.append(len(data))  # type: ignore[arg-type]
+            sizes.append(len(data))
         global_state = weighted_state(updates, sizes)
         _sync(device)
         times.append(time.perf_counter() - start)
@@ -253,7 +257,7 @@ def pooled(config: list[str], device: str = "cpu") -> list[float]:
             wide = replace(params, batch_size=params.batch_size * k)
             for at in range(0, devices, k):
                 group = datas[at : at + k]
-                data = Tensors(torch.cat([d.x for d in group]), torch.cat([d.y for d in group]))  # type: ignore[attr-defined]
+                data = Tensors(torch.cat([d.x for d in group]), torch.cat([d.y for d in group]))
                 train_local(model, data, wide, seed=r)
             _sync(device)
             best = min(best, time.perf_counter() - start)
