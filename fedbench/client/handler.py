@@ -232,11 +232,13 @@ def _train_group(
             prepared = _prepare(seat, model, params)
             (ready if prepared.batchable(model) else planned).append(prepared)
     datas = [p.data for p in ready]
-    if not batchable(model, datas, params) or not batching_pays(model, datas, params):
+    if not batchable(model, datas, params):
         return {}
-    chunk = chunk_for(
-        next(model.parameters()).device, _step_bytes(ready[0], model, params), len(ready)
-    )
+    device = next(model.parameters()).device
+    chunk = chunk_for(device, _step_bytes(ready[0], model, params), len(ready))
+    # Measured at the chunk that will run: a whole cohort may not fit the GPU at once.
+    if chunk < 2 or not batching_pays(model, datas[:chunk], params):
+        return {}
     results, _ = train_cohort(model, datas, params, [p.seed for p in ready], chunk)
     _ALONE.update({p.seat.device.index: "plan" for p in planned})
     done = {}

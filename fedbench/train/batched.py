@@ -351,6 +351,11 @@ def _measured(model: nn.Module, datas: Sequence[Tensors], params: TrainParams) -
             model.load_state_dict(state)
             if not _CLEAR < together / alone < 1 / _CLEAR:
                 break
+    except Exception as exc:
+        if not is_cuda_oom(exc):
+            raise
+        release(next(model.parameters()).device)
+        return False  # the cohort does not fit the GPU at once: one device after another
     finally:
         model.load_state_dict(state)
     return together < _MARGIN * alone

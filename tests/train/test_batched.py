@@ -17,6 +17,7 @@ from fedbench.train.batched import (
     Step,
     Trained,
     batchable,
+    batching_pays,
     chunk_for,
     refusal,
     stacked_optimizer,
@@ -184,3 +185,14 @@ def test_a_chunk_is_what_free_gpu_memory_holds(monkeypatch: pytest.MonkeyPatch) 
     assert chunk_for(gpu, 2**30, 100) == int(10 * HEADROOM)  # 6 of 1 GiB in 10 GiB free
     assert chunk_for(gpu, 2**20, 100) == 100
     assert chunk_for(gpu, 100 * 2**30, 100) == 1  # not even one fits: try one, OOM decides
+
+
+def test_a_cohort_that_does_not_fit_the_gpu_does_not_pay(monkeypatch: pytest.MonkeyPatch) -> None:
+    def out_of_memory(*args: object) -> list[Trained]:
+        raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 9.00 GiB")
+
+    monkeypatch.setattr("fedbench.train.batched.train_batched", out_of_memory)
+    model = SmallCNN(3, 10, 8)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    assert not batching_pays(model, _devices(7, 8), TrainParams(8, 1, 0.05, 0.9, 0.0))
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
