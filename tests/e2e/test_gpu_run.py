@@ -26,7 +26,7 @@ EMULATED = (
     "peak_mem_mb", "mem_budget_mb", "temp_c_start", "temp_c_end", "freq_ghz_avg",
     "throttled_frac", "battery_pct_start", "battery_pct", "model_version", "staleness",
 )  # fmt: skip
-LOSS_TOLERANCE = 0.05  # absolute, on a mean cross-entropy of ~2 after 3 rounds of 8 devices
+LOSS_TOLERANCE = 0.05  # absolute, on a device's mean cross-entropy (~0.2-0.7 in smoke's rounds)
 
 
 def _rows(run_dir: Path) -> list[dict[str, str]]:
@@ -38,7 +38,8 @@ def test_cpu_and_cuda_runs_cost_the_same(tmp_path: Path) -> None:
     runs = {}
     for accelerator in ("cpu", "cuda"):
         run_dir = tmp_path / accelerator
-        args = ["experiment=smoke", "seed=3", f"runtime.accelerator={accelerator}"]
+        # mixed8: emulated devices (smoke's own fleet is the host, whose latency is real)
+        args = ["experiment=smoke", "fleet=mixed8", "seed=3", f"runtime.accelerator={accelerator}"]
         proc = run_fedbench(args, run_dir, timeout=600)
         assert proc.returncode == 0, proc.stderr[-2000:]
         runs[accelerator] = _rows(run_dir)

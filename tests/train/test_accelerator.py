@@ -177,3 +177,16 @@ def test_the_workload_is_measured_on_a_cpu_copy_that_shares_nothing() -> None:
     for (name, a), b in zip(model.state_dict().items(), copy.state_dict().values(), strict=True):
         assert torch.equal(a, b) and a.data_ptr() != b.data_ptr(), name
     assert accelerator.free_bytes(torch.device("cpu")) is None
+
+
+def test_workers_are_what_cpus_and_gpu_shares_allow(monkeypatch: pytest.MonkeyPatch) -> None:
+    import ray
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: True)
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 16.0, "GPU": 2.0})
+    assert SimulationRuntime().workers() == 16  # 0.125 of a GPU each: all 16 run at once
+    assert SimulationRuntime(gpus_per_worker=0.5).workers() == 4  # 2 GPUs, half each
+    assert SimulationRuntime(accelerator="cpu").workers() == 16
+    assert SimulationRuntime(client_cpus=4, gpus_per_worker=1.0).workers() == 2
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 16.0})
+    assert SimulationRuntime(gpus_per_worker=0.5).workers() == 16  # no GPU: the CPUs decide
