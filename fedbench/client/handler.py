@@ -169,6 +169,8 @@ def _train(
     prepared = _prepare(seat, model, params)
     rp, data, seed = prepared.plan, prepared.data, prepared.seed
     done = _from_batch(prepared, model, params, context)
+    alone = done if isinstance(done, str) else None  # why its batched group left it out
+    done = done if isinstance(done, Batched) else None
 
     def run() -> float:
         if done is None:
@@ -181,8 +183,8 @@ def _train(
     cost = rp.explain(cost)
     if done is not None:  # never silently: the plan column says the step was batched
         cost = dataclasses.replace(cost, plan=f"{cost.plan} vmap{done.devices}")
-    elif (why := _ALONE.get(prepared.seat.device.index)) is not None:
-        cost = dataclasses.replace(cost, plan=f"{cost.plan} alone:{why}")
+    elif alone is not None:
+        cost = dataclasses.replace(cost, plan=f"{cost.plan} alone:{alone}")
     seat.measured.cost = cost
     return loss, loss is not None and cost.status == "ok", len(data)
 
@@ -194,15 +196,15 @@ class Batched:
     devices: int  # trained together
 
 
-_BATCH: dict[str, dict[int, Batched]] = {}  # the current group's results, by device index
-# Devices of the current batched group that trained by themselves, and why: "plan" (their
-# memory plan or predicted status cannot be batched), "gpu-memory" (not even alone in a chunk).
-_ALONE: dict[int, str] = {}
+# The current group's results by device index: a device trained in its batched pass, or
+# why a batched group left it to train by itself: "plan" (its memory plan or predicted
+# status cannot be batched), "gpu-memory" (it did not fit the GPU even alone).
+_BATCH: dict[str, dict[int, Batched | str]] = {}
 
 
 def _from_batch(
     prepared: Prepared, model: nn.Module, params: TrainParams, context: Context
-) -> Batched | None:
+) -> Batched | str | None:
     """This device's training from its group's batched pass, if the group was batched.
 
     The first device of a group (fedbench.client.group) prepares every device
@@ -216,14 +218,13 @@ def _from_batch(
     key = group[0].metadata.message_id or str(id(group))
     if key not in _BATCH:
         _BATCH.clear()
-        _ALONE.clear()
         _BATCH[key] = _train_group(group, model, params, context)
     return _BATCH[key].get(prepared.seat.device.index)
 
 
 def _train_group(
     group: Sequence[Message], model: nn.Module, params: TrainParams, context: Context
-) -> dict[int, Batched]:
+) -> dict[int, Batched | str]:
     ready: list[Prepared] = []
     planned: list[Prepared] = []
     for msg in group:
@@ -240,11 +241,10 @@ def _train_group(
     if chunk < 2 or not batching_pays(model, datas[:chunk], params):
         return {}
     results, _ = train_cohort(model, datas, params, [p.seed for p in ready], chunk)
-    _ALONE.update({p.seat.device.index: "plan" for p in planned})
-    done = {}
+    done: dict[int, Batched | str] = {p.seat.device.index: "plan" for p in planned}
     for p, result in zip(ready, results, strict=True):
         if result is None:
-            _ALONE[p.seat.device.index] = "gpu-memory"
+            done[p.seat.device.index] = "gpu-memory"
         else:
             done[p.seat.device.index] = Batched(result[0], result[1], len(ready))
     return done

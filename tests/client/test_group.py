@@ -69,3 +69,26 @@ def test_a_call_for_three_devices_gives_each_its_own_round(
                 torch.from_numpy(theirs[key].numpy()).double(),
                 atol=tolerance,
             ), key
+
+
+def test_a_device_its_batched_group_leaves_out_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fedbench.client import handler
+
+    monkeypatch.setattr("fedbench.client.handler.batching_pays", lambda *a: True)
+    plain = handler.Prepared.batchable
+
+    # Device 1's memory plan cannot be batched (as a micro-batched or checkpointed one).
+    def batchable(self: handler.Prepared, model: torch.nn.Module) -> bool:
+        return self.seat.device.index != 1 and plain(self, model)
+
+    monkeypatch.setattr(handler.Prepared, "batchable", batchable)
+    torch.manual_seed(0)
+    arrays = ArrayRecord(build_model("small_cnn")[0].state_dict())
+    reply = run_client(_group([0, 1, 2], arrays))
+    replies = ungroup_all(reply.content)
+    plans = [from_record(replies[i].config_records[REPORT]).plan for i in (0, 1, 2)]
+    assert plans[0].endswith(" vmap2") and plans[2].endswith(" vmap2"), plans
+    assert plans[1].endswith(" alone:plan"), plans
+    # The note belongs to that group: the device's next call of its own has none.
+    alone = client_report(run_client(train_message(EXPERIMENT, 1, arrays)))  # type: ignore[arg-type]
+    assert "alone" not in alone.plan and "vmap" not in alone.plan
