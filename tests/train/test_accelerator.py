@@ -190,3 +190,17 @@ def test_workers_are_what_cpus_and_gpu_shares_allow(monkeypatch: pytest.MonkeyPa
     assert SimulationRuntime(client_cpus=4, gpus_per_worker=1.0).workers() == 2
     monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 16.0})
     assert SimulationRuntime(gpus_per_worker=0.5).workers() == 16  # no GPU: the CPUs decide
+
+
+def test_a_devices_data_is_kept_under_what_names_it() -> None:
+    from fedbench.scenarios.base import build_scenario
+    from fedbench.scenarios.context import data_context
+    from tests.bad_inputs import _typed
+
+    rounds = _typed(["scenario=rounds", "scenario.rounds=3"])
+    scenario = build_scenario(rounds)  # type: ignore[arg-type]
+    assert scenario.data_key(3, 1) == scenario.data_key(3, 2) != scenario.data_key(4, 1)
+    ctx = data_context(rounds, 3)  # type: ignore[arg-type]
+    assert torch.equal(scenario.device_data(ctx, 1, 1).x, scenario.device_data(ctx, 1, 2).x)
+    daily = build_scenario(_typed(["experiment=smoke"]))  # type: ignore[arg-type]
+    assert daily.data_key(3, 1) != daily.data_key(3, 2)  # a new day, new data
