@@ -2,8 +2,7 @@
 # Issue 23's GPU checks on a CUDA host, in one call: the GPU tests, the GPU throughput
 # benchmark and daily_densenet's start-to-exit time; everything lands under $OUT.
 #
-# Here (a host with a package registry), in the repository root, once:
-#   echo /.whl/ >> .git/info/exclude
+# Here (a host with a package registry), in the repository root, once (.whl/ is git-ignored):
 #   KINDS_MD=/work/.library/device/KINDS.md bash ../shared/gpu/make_wheels.sh .whl
 # On the GPU host (the device tool: carry .whl), in the repository root:
 #   bash benchmarks/gpu.sh tests small        # the GPU tests, 100 x small_cnn   (~4 min)
