@@ -76,7 +76,8 @@ def train(msg: Message, context: Context) -> Message:
     return Message(content, reply_to=msg)
 
 
-_GLOBAL: list[tuple[ArrayRecord, dict[str, torch.Tensor]]] = []  # the last global model read
+# The last global model read, and the device it was put on.
+_GLOBAL: list[tuple[ArrayRecord, torch.device, dict[str, torch.Tensor]]] = []
 
 
 def _global_state(arrays: ArrayRecord, device: torch.device) -> dict[str, torch.Tensor]:
@@ -87,10 +88,10 @@ def _global_state(arrays: ArrayRecord, device: torch.device) -> dict[str, torch.
     of every array (and a copy to the GPU). load_state_dict copies, so the
     tensors are never written.
     """
-    if _GLOBAL and _GLOBAL[0][0] is arrays:
-        return _GLOBAL[0][1]
+    if _GLOBAL and _GLOBAL[0][0] is arrays and _GLOBAL[0][1] == device:
+        return _GLOBAL[0][2]
     state = {k: torch.from_numpy(decode(a).copy()).to(device) for k, a in arrays.items()}
-    _GLOBAL[:] = [(arrays, state)]
+    _GLOBAL[:] = [(arrays, device, state)]
     return state
 
 
