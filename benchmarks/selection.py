@@ -10,7 +10,7 @@ each round's picks fed back as 100 fabricated RoundReports through
 median wall time of select(), of record(), and their sum (the target is
 < 0.5 s per round at 100,000 devices). Also the ledger's memory per device:
 the bytes of its arrays (plus the plan list's pointers) / n, and the
-tracemalloc growth of building it, against the fleet's DeviceSpec tuple.
+tracemalloc growth of building it, against the fleet's (columnar: a few numbers a group).
 
     python benchmarks/selection.py                  # 1k, 10k, 100k
     python benchmarks/selection.py --sizes 1000 --rounds 5
@@ -28,9 +28,8 @@ import yaml
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from fedbench.core.device import DeviceSpec
 from fedbench.core.records import RoundReport
-from fedbench.experiment.fleet import expand_fleet
+from fedbench.experiment.fleet import Fleet, expand_fleet, fleet_index
 from fedbench.ledger import Ledger
 from fedbench.paths import conf_dir
 from strategies.base import SelectionStrategy
@@ -67,12 +66,12 @@ def strategies() -> dict[str, SelectionStrategy]:
     return built
 
 
-def fleet(n: int) -> tuple[DeviceSpec, ...]:
+def fleet(n: int) -> Fleet:
     phones = yaml.safe_load((conf_dir() / "fleet" / "phones_100.yaml").read_text())
     return expand_fleet({"devices": phones["devices"], "scale": n})
 
 
-def fabricated_ledger(devices: tuple[DeviceSpec, ...], seed: int) -> Ledger:
+def fabricated_ledger(devices: Fleet, seed: int) -> Ledger:
     rng = np.random.default_rng(seed)
     n = len(devices)
     ledger = Ledger(devices)
@@ -136,11 +135,11 @@ def reports(
 
 
 def time_strategy(
-    strategy: SelectionStrategy, devices: tuple[DeviceSpec, ...], rounds: int
+    strategy: SelectionStrategy, devices: Fleet, rounds: int
 ) -> tuple[float, float, int]:
     """Median select() and record() seconds, and the devices picked in the last round."""
     ledger = fabricated_ledger(devices, seed=1)
-    index_of = {d.name: d.index for d in devices}
+    index_of = fleet_index(devices)
     rng = np.random.default_rng(2)
     select_s, record_s = [], []
     picked = 0
@@ -158,7 +157,7 @@ def time_strategy(
     return statistics.median(select_s), statistics.median(record_s), picked
 
 
-def ledger_memory(devices: tuple[DeviceSpec, ...]) -> tuple[float, float, float]:
+def ledger_memory(devices: Fleet) -> tuple[float, float, float]:
     """Bytes per device: array nbytes (+ plan pointers), tracemalloc of Ledger, of the fleet."""
     n = len(devices)
     tracemalloc.start()

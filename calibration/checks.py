@@ -176,6 +176,8 @@ def paper000_tx2(consts: Constants) -> list[Check]:
         return batch / e[(model, batch)].latency_s
 
     energy = {m: e[(m, 64)].energy_j / e[(m, 4)].energy_j for m in ("densenet40", "resnet50")}
+    terms = e[("resnet50", 64)].energy_terms_j
+    gpu_share = terms["gpu"] / e[("resnet50", 64)].energy_j
     cpu64 = run(consts, "jetson_tx2", load("resnet50", 64, cifar))
     return [
         Check(
@@ -193,6 +195,16 @@ def paper000_tx2(consts: Constants) -> list[Check]:
             "2.2x - 10.5x",
             ", ".join(f"{m} {v:.1f}x" for m, v in energy.items()),
             "",
+        ),
+        Check(
+            "TX2 GPU training power: GPU vs CPU vs memory, ResNet50 batch 64",
+            "paper 000 Observation 6 (Fig. 7)",
+            "GPU 4x the CPU's and 2x the memory's power; up to 57.4% of the system's",
+            f"GPU {terms['gpu'] / terms['cpu']:.1f}x the CPU's, "
+            f"{terms['gpu'] / terms['memory']:.1f}x the memory's; {100 * gpu_share:.0f}% of the "
+            "system's",
+            "GPU busy power is the profile's (derived from this observation); CPU and DRAM "
+            "from the fitted power model",
         ),
         Check(
             "TX2 GPU vs CPU, ResNet50 at batch 64",
@@ -240,25 +252,31 @@ def paper002_003(consts: Constants) -> list[Check]:
         )
     )
     mnv2 = load("mobilenetv2", 8)
-    cpu = run(consts, "meizu_16t", mnv2)
     gpu = run(consts, "meizu_16t", mnv2, Knobs(device="gpu"))
     share = gpu.time_s["transfer"] / gpu.latency_s
     kernels = sum(gpu.time_s[c] for c in ("dense", "depthwise", "elementwise", "movement"))
+    ratios, shares = [], []
+    for model in ("lenet_mnn", "alexnet_mnn", "googlenet_mnn", "squeezenet_mnn", "mobilenetv2"):
+        w = load(model, 16)
+        on_gpu = run(consts, "xiaomi_mi9", w, Knobs(device="gpu"))
+        ratios.append(f"{model} {on_gpu.latency_s / run(consts, 'xiaomi_mi9', w).latency_s:.1f}x")
+        shares.append(f"{100 * on_gpu.time_s['transfer'] / on_gpu.latency_s:.0f}%")
     out += [
         Check(
-            "Phone GPU vs CPU, MobileNetV2 training (batch 8)",
-            "paper 001 (GPUs 1.8x-12x slower), paper 003 (GPU slower)",
+            "Phone GPU vs CPU training time, the five MNN models (batch 16)",
+            "paper 001 (Mobile CPU vs. Mobile GPU: Mali and Adreno 1.8x-12.0x slower)",
             "GPU 1.8x-12x slower",
-            f"GPU {gpu.latency_s / cpu.latency_s:.1f}x slower "
-            f"({gpu.latency_s:.2f} s vs {cpu.latency_s:.2f} s)",
-            "Meizu 16T, Adreno 640 via MNN OpenCL; CPU: MNN on 4 big cores",
+            "GPU " + ", ".join(ratios),
+            "Xiaomi MI 9, Adreno 640 via MNN OpenCL; CPU: MNN on 4 threads (default governor)",
         ),
         Check(
             "Phone GPU: data movement share of training time",
-            "paper 003",
+            "paper 003 (abstract)",
             "~91%",
-            f"{100 * share:.0f}% (kernels {100 * kernels / gpu.latency_s:.0f}%)",
-            "set from this figure (mnn_opencl.copy_eff): a consistency check only",
+            f"MobileNetV2 b8 (Meizu 16T) {100 * share:.0f}% (kernels "
+            f"{100 * kernels / gpu.latency_s:.0f}%); the five models on the MI 9: "
+            + ", ".join(shares),
+            "set from MobileNetV2's figure (mnn_opencl.copy_eff): the other models test it",
         ),
     ]
     return out

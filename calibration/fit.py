@@ -11,8 +11,10 @@ kernel efficiencies, per-call costs and im2col traffic; thread scaling,
 cache, the phones' sustained clock, swapping; the TX2 GPU stack) are
 fitted by least squares on log(predicted / measured) over every row's
 training-step time, the MNN rows' forward-pass time (weight 0.5) and
-resident set, each parameter with a log-normal prior that only matters
-where the rows cannot pin it down. Never one constant per row. The
+resident set, and the TX2 rows' GPU utilisation, each parameter with a
+log-normal prior that only matters where the rows cannot pin it down.
+The power model's activity factors are fitted after them, to the rows'
+measured whole-device power (calibration/energy.py). Never one constant per row. The
 predictions are the emulator's own (calibration/predict.py, checked
 against `fedbench.devices.emulator.emulate` row by row).
 
@@ -38,6 +40,7 @@ from scipy.optimize import least_squares
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import energy  # noqa: E402
 import params  # noqa: E402
 from predict import Predictor  # noqa: E402
 from rows import DEFAULT_CSV, ROOT, Row, load_rows, workload  # noqa: E402
@@ -50,6 +53,7 @@ from fedbench.measure.workload import Workload  # noqa: E402
 
 FORWARD_WEIGHT = 0.5  # the forward rows are eval-mode passes: informative, not the target
 RSS_WEIGHT = 1.0
+UTIL_WEIGHT = 1.0  # paper 000's GPU utilisation: how much of a step the GPU is busy
 SCHEMES = ("lomo", "lodo")  # leave one model out, leave one device out
 
 
@@ -59,28 +63,33 @@ class Fold:
     held_out: str
     values: np.ndarray
     seconds: float
+    energy: np.ndarray  # the power model's factors fitted without the held-out rows
 
 
 def opencl_priors() -> dict[str, float]:
     """The mobile-GPU stack's (MNN OpenCL) constants before `derive_opencl`.
 
-    No calibration row trains on a mobile GPU, so none of these is fitted
-    (report.md lists them as not identifiable from data): they do not
-    enter any fitted row's prediction, and `derive_opencl` replaces the
-    ones paper 003 pins down (GEMM efficiency, the data-movement share).
+    No calibration row trains on a mobile GPU with a named model (paper
+    001 publishes its GPU/CPU ratios as a figure, paper 003 its kernel rate
+    and data-movement share), so none of these is fitted: they do not enter
+    any fitted row's prediction, `derive_opencl` sets the ones papers 003
+    and 001 pin down, and the checks hold the result against paper 001's
+    1.8x-12x band (params.MNN_OPENCL_SOURCES says where each comes from).
     """
     return {
         "gemm_eff": 0.06,
         "depthwise_eff": 0.01,
         "elementwise_eff": 0.2,
         "narrow_half": 32.0,
-        "occupancy_half_per_lane": 64.0,
+        "occupancy_half_per_lane": 16.0,
         "launch_us": 30.0,
         "dispatch_kcycles": 50.0,
         "transfer_fraction": 2.0,
         "copy_eff": 1.0,
         "runtime_mb": 100.0,
         "rss_per_tensor_byte": 2.5,
+        "overlap": 0.0,
+        "sync_us": 50.0,
     }
 
 
@@ -90,6 +99,7 @@ class Objective:
         self.measured = np.array([r.measured_s for r in rows])
         self.forward = np.array([np.nan if r.forward_s is None else r.forward_s for r in rows])
         self.res = np.array([np.nan if r.peak_res_mb is None else r.peak_res_mb for r in rows])
+        self.util = np.array([np.nan if r.gpu_util is None else r.gpu_util for r in rows])
         self.centre = np.log(params.guesses())
         self.sigma = np.array([p.sigma for p in params.PARAMS])
         self.lower = np.log([p.lower for p in params.PARAMS])
@@ -105,8 +115,10 @@ class Objective:
         fwd = FORWARD_WEIGHT * np.log(p.forward_s[fwd_rows] / self.forward[fwd_rows])
         res_rows = train & ~np.isnan(self.res)
         res = RSS_WEIGHT * np.log(p.rss_mb[res_rows] / self.res[res_rows])
+        util_rows = train & ~np.isnan(self.util)
+        util = UTIL_WEIGHT * np.log(p.gpu_util[util_rows] / self.util[util_rows])
         prior = (x - self.centre) / self.sigma
-        return np.concatenate([step, fwd, res, prior])
+        return np.concatenate([step, fwd, res, util, prior])
 
     def fit(self, train: np.ndarray) -> np.ndarray:
         x0 = np.clip(self.centre, self.lower + 1e-9, self.upper - 1e-9)
@@ -130,7 +142,6 @@ def derive_opencl(values: np.ndarray) -> dict[str, float]:
     out["depthwise_eff"] = out["gemm_eff"] * ratio
     out["dispatch_kcycles"] = mnn["forward"]["dispatch_kcycles"]
     out["runtime_mb"] = mnn["runtime_mb"] + 40.0
-    out["occupancy_half_per_lane"] = tree["gpu"]["tensorflow"]["occupancy_half_per_lane"]
     out["rss_per_tensor_byte"] = mnn["rss_per_tensor_byte"]
     # Solve the copies' efficiency for a 91% data-movement share (paper 003).
     consts = params.constants_of(values, out)
@@ -141,7 +152,7 @@ def derive_opencl(values: np.ndarray) -> dict[str, float]:
 
     rig = gpu_rig(profile, place(profile, Knobs(device="gpu"), consts, None), consts)
     calls = gpu_call_seconds(CallTable.of(w), rig, consts.gpu_framework("mnn_opencl"))
-    compute = float(np.maximum(calls.device, calls.dispatch).sum())
+    compute = float((calls.total - calls.transfer).sum())
     at_full_speed = float(calls.transfer.sum())  # transfer seconds at copy_eff 1
     share = 0.91
     out["copy_eff"] = min(1.0, at_full_speed / (share / (1.0 - share) * compute))
@@ -158,8 +169,16 @@ def opencl_reference_workload() -> Workload:
     )
 
 
+def fit_energy(
+    rows: list[Row], loads: list[Workload], values: np.ndarray, train: np.ndarray
+) -> np.ndarray:
+    """The power model's factors on the energy rows among `train`, at these time constants."""
+    t = energy.terms(rows, loads, params.constants_of(values, opencl_priors()))
+    return energy.fit_scales(t, energy.measured(rows, t), train[t.index])
+
+
 def cross_validate(
-    objective: Objective, rows: list[Row], log: bool = True
+    objective: Objective, rows: list[Row], loads: list[Workload], log: bool = True
 ) -> dict[str, list[Fold]]:
     keys = {"lomo": [r.zoo_model for r in rows], "lodo": [r.device for r in rows]}
     folds: dict[str, list[Fold]] = {}
@@ -169,7 +188,8 @@ def cross_validate(
             train = np.array([k != held for k in keys[scheme]])
             t0 = time.perf_counter()
             values = objective.fit(train)
-            folds[scheme].append(Fold(scheme, held, values, time.perf_counter() - t0))
+            scales = fit_energy(rows, loads, values, train)
+            folds[scheme].append(Fold(scheme, held, values, time.perf_counter() - t0, scales))
             if log:
                 print(f"  {scheme} without {held}: {folds[scheme][-1].seconds:.0f} s", flush=True)
     return folds
@@ -186,13 +206,15 @@ def out_of_fold(objective: Objective, rows: list[Row], folds: list[Fold], key: s
     return pred
 
 
-def write_constants(values: np.ndarray, opencl: dict[str, float], meta: dict[str, str]) -> None:
+def write_constants(
+    values: np.ndarray, opencl: dict[str, float], meta: dict[str, str], scales: np.ndarray
+) -> None:
     header = (
         "# Fitted emulator constants: written by `python calibration/fit.py`, read by\n"
         "# fedbench.devices.constants. See calibration/report.md for the fit, its\n"
         "# cross-validated errors and which rows identify each constant.\n"
     )
-    body = yaml.safe_dump(params.tree_of(values, opencl, meta), sort_keys=False)
+    body = yaml.safe_dump(params.tree_of(values, opencl, meta, scales), sort_keys=False)
     FITTED_FILE.write_text(header + body)
 
 
@@ -226,11 +248,12 @@ def main(argv: list[str] | None = None) -> int:
     values = rounded(objective.fit(every))
     print(f"fit on all {len(rows)} rows: {time.perf_counter() - t0:.0f} s", flush=True)
     opencl = derive_opencl(values)
-    folds = {} if args.no_cv else cross_validate(objective, rows)
+    scales = energy.rounded(fit_energy(rows, loads, values, every))
+    folds = {} if args.no_cv else cross_validate(objective, rows, loads)
 
     import report
 
-    result = report.build(rows, loads, objective, values, opencl, folds)
+    result = report.build(rows, loads, objective, values, opencl, scales, folds)
     meta = {
         "generated_by": "calibration/fit.py (do not edit by hand)",
         "data": f"calibration/data/{args.csv.name}: {len(rows)} rows",
@@ -239,9 +262,15 @@ def main(argv: list[str] | None = None) -> int:
         "latency_mape_in_sample_pct": f"{result.mape['in_sample']:.1f}",
         "latency_mape_lomo_pct": f"{result.mape.get('lomo', math.nan):.1f}",
         "latency_mape_lodo_pct": f"{result.mape.get('lodo', math.nan):.1f}",
+        "energy_mape_in_sample_pct": f"{result.energy_mape['in_sample']:.1f}",
+        "energy_mape_lomo_pct": f"{result.energy_mape.get('lomo', math.nan):.1f}",
+        "energy_mape_lodo_pct": f"{result.energy_mape.get('lodo', math.nan):.1f}",
+        "power_mape_in_sample_pct": f"{result.power_mape['in_sample']:.1f}",
+        "power_mape_lomo_pct": f"{result.power_mape.get('lomo', math.nan):.1f}",
+        "power_mape_lodo_pct": f"{result.power_mape.get('lodo', math.nan):.1f}",
         "report": "calibration/report.md",
     }
-    write_constants(values, opencl, meta)
+    write_constants(values, opencl, meta, scales)
     report.write(result, ROOT / "calibration")
     print(result.summary())
     return 0

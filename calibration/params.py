@@ -59,6 +59,10 @@ def _cpu_params(fw: str) -> list[Param]:
         Param(f"{at}.winograd_speedup", 1.5, 1.0, 6.0, 1.0, f"{rows}: 3x3/5x5 conv nets"),
         Param(f"{at}.pool_cycles_per_output", 20.0, 0.01, 1e4, 1.5, f"{rows}: {POOLED[fw]}"),
         Param(f"{at}.norm_cycles_per_output", 2.0, 0.01, 1e4, 1.5, f"{rows}: {NORMED[fw]}"),
+        # Prior 1.6: a training batch norm's forward reads its input twice and
+        # writes once (3 operand passes where the call's bytes count 2), its
+        # backward reads input and gradient twice and writes once (5 vs 3).
+        Param(f"{at}.norm_passes", 1.6, 1.0, 8.0, 0.3, f"{rows}: {NORMED[fw]}"),
         Param(f"{at}.narrow_half", 16.0, 0.1, 1e3, 1.5, f"{rows}: thin GEMMs (SqueezeNet)"),
         Param(f"{at}.cache_bytes_per_cycle", 8.0, 0.3, 64.0, 1.0, f"{rows}: elementwise"),
         Param(f"{at}.dram_eff", 0.5, 0.01, 1.0, 1.0, f"{rows}: large activations"),
@@ -126,7 +130,20 @@ FIXED: dict[str, tuple[float, str]] = {
         "no depthwise model among the GPU rows: MNN/PyTorch CPU ratio of depthwise to GEMM",
     ),
     "gpu.tensorflow.narrow_half": (32.0, "one warp (32 lanes) per GEMM tile row"),
-    "gpu.tensorflow.transfer_fraction": (0.0, "CUDA tensors stay in device memory"),
+    "gpu.tensorflow.transfer_fraction": (
+        0.0,
+        "a Jetson's GPU shares the DRAM with the CPU: CUDA tensors stay where they are "
+        "(only the input batch is copied, at copy_gbs)",
+    ),
+    "gpu.tensorflow.overlap": (
+        1.0,
+        "TensorFlow issues kernels to CUDA streams asynchronously: the host dispatches the "
+        "next op while the GPU runs this one",
+    ),
+    "gpu.tensorflow.sync_us": (
+        0.0,
+        "no per-op synchronisation: TensorFlow waits on the stream once per step (session.run)",
+    ),
     "gpu.tensorflow.runtime_mb": (
         600.0,
         "estimate: TensorFlow 1.x with its CUDA context and cuDNN on L4T (no published RSS)",
@@ -145,7 +162,9 @@ MNN_OPENCL_SOURCES: dict[str, str] = {
     "depthwise_eff": "same ratio to gemm_eff as MNN's CPU kernels (no GPU figure)",
     "elementwise_eff": "estimate: an OpenCL image pipeline at a fifth of DRAM bandwidth",
     "narrow_half": "one 32-lane SIMD group per tile row",
-    "occupancy_half_per_lane": "the TX2 TensorFlow stack's fitted value",
+    "occupancy_half_per_lane": "estimate: MNN's OpenCL convolution kernels write 4 channels x 4 "
+    "pixels per work-item, so 16 outputs per lane is one work-item per ALU: half the Adreno "
+    "640's 768 lanes busy (the TX2 fit's 124 would leave a 100k-output GEMM at half speed)",
     "launch_us": "estimate: OpenCL kernel enqueue on Android, tens of microseconds",
     "dispatch_kcycles": "MNN's own per-call host work (the CPU's forward dispatch)",
     "transfer_fraction": "paper 003: OpenCL buffers/images are mapped per op, each operand "
@@ -154,7 +173,49 @@ MNN_OPENCL_SOURCES: dict[str, str] = {
     "MobileNetV2 at batch 8 on the Meizu 16T's Adreno 640",
     "runtime_mb": "MNN's CPU runtime_mb plus ~40 MB of OpenCL driver (estimate)",
     "rss_per_tensor_byte": "MNN's CPU value",
+    "overlap": "MNN's training executor evaluates the graph op by op and maps each result "
+    "back before the next op runs (Express lazy evaluation): host work and GPU work add up",
+    "sync_us": "estimate: an OpenCL clFinish / map round trip on an Android GPU driver, tens "
+    "of microseconds per op",
 }
+
+
+@dataclass(frozen=True)
+class EnergyParam:
+    """A power-model constant, fitted to the energy rows after the time constants."""
+
+    path: str
+    guess: float
+    lower: float
+    upper: float
+    sigma: float
+    identified_by: str
+
+
+# The power model is linear in these given the step's times, so they are
+# fitted in a second stage on the rows' whole-device power (fit.py).
+ENERGY_PARAMS: tuple[EnergyParam, ...] = (
+    EnergyParam(
+        "shared.core_power_scale",
+        1.0,
+        0.1,
+        10.0,
+        0.5,
+        "Meizu 16T power during training: compute-bound models (GoogLeNet, SqueezeNet)",
+    ),
+    EnergyParam(
+        "shared.dram_energy_scale",
+        1.0,
+        0.1,
+        100.0,
+        1.5,
+        "Meizu 16T power during training: DRAM-heavy steps (AlexNet's FC weights, large batches)",
+    ),
+)
+
+
+def energy_guesses() -> np.ndarray:
+    return np.array([p.guess for p in ENERGY_PARAMS])
 
 
 def guesses() -> np.ndarray:
@@ -169,13 +230,21 @@ def _set(tree: dict[str, Any], path: str, value: float) -> None:
     node[keys[-1]] = float(value)
 
 
-def tree_of(values: np.ndarray, mnn_opencl: dict[str, float], meta: dict[str, str]) -> dict:
+def tree_of(
+    values: np.ndarray,
+    mnn_opencl: dict[str, float],
+    meta: dict[str, str],
+    energy: np.ndarray | None = None,
+) -> dict:
     """fitted_constants.yaml as a nested mapping."""
     tree: dict[str, Any] = {}
     for path, (v, _) in FIXED.items():
         _set(tree, path, v)
     for p, v in zip(PARAMS, values, strict=True):
         _set(tree, p.path, float(v))
+    scales = energy_guesses() if energy is None else energy
+    for e, v in zip(ENERGY_PARAMS, scales, strict=True):
+        _set(tree, e.path, float(v))
     for key, v in mnn_opencl.items():
         _set(tree, f"gpu.mnn_opencl.{key}", v)
     tree["fit"] = meta
@@ -187,6 +256,8 @@ def _ordered(tree: dict[str, Any]) -> dict[str, Any]:
     return {k: tree[k] for k in order if k in tree}
 
 
-def constants_of(values: np.ndarray, mnn_opencl: dict[str, float]) -> Constants:
-    tree = copy.deepcopy(tree_of(values, mnn_opencl, {}))
+def constants_of(
+    values: np.ndarray, mnn_opencl: dict[str, float], energy: np.ndarray | None = None
+) -> Constants:
+    tree = copy.deepcopy(tree_of(values, mnn_opencl, {}, energy))
     return Constants(load_arch_table(), parse_fitted(tree, "<fit>"))

@@ -42,6 +42,7 @@ class Predictions:
     step_s: np.ndarray  # one training step, per row
     forward_s: np.ndarray  # forward pass alone, per row (NaN where not published)
     rss_mb: np.ndarray  # peak resident set, per row
+    gpu_util: np.ndarray  # share of the step the GPU runs kernels (NaN on CPU rows)
 
 
 @dataclass
@@ -79,12 +80,13 @@ class Predictor:
     def __call__(self, consts: Constants) -> Predictions:
         n = len(self.rows)
         step, forward, rss = np.zeros(n), np.full(n, np.nan), np.zeros(n)
+        util = np.full(n, np.nan)
         for (processor, framework), g in self.groups.items():
             if processor == "gpu":
-                self._gpu(consts, framework, g, step, rss)
+                self._gpu(consts, framework, g, step, rss, util)
             else:
                 self._cpu(consts, framework, g, step, forward, rss)
-        return Predictions(step, forward, rss)
+        return Predictions(step, forward, rss, util)
 
     def _rigs(self, consts: Constants, g: _Group) -> list[CpuRig]:
         out = []
@@ -128,7 +130,13 @@ class Predictor:
                 forward[i] = fsums[k]
 
     def _gpu(
-        self, consts: Constants, framework: str, g: _Group, step: np.ndarray, rss: np.ndarray
+        self,
+        consts: Constants,
+        framework: str,
+        g: _Group,
+        step: np.ndarray,
+        rss: np.ndarray,
+        util: np.ndarray,
     ) -> None:
         fw, shared = consts.gpu_framework(framework), consts.fitted.shared
         for k, i in enumerate(g.rows):
@@ -142,3 +150,4 @@ class Predictor:
             loading = w.input_bytes / 1e9 / gpu.copy_gbs
             rss[i] = resident_mb(w, fw)
             step[i] = float(calls.total.sum()) + loading + swap_seconds(profile, rss[i], shared)
+            util[i] = float(calls.device.sum()) / step[i]

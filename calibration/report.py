@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import energy
 import numpy as np
 import params
 from rows import Row, mape
@@ -41,15 +42,20 @@ class Result:
     opencl: dict[str, float]
     folds: Mapping[str, Sequence[Any]]
     baseline_mape: float
+    scales: np.ndarray = field(default_factory=params.energy_guesses)
+    energy_mape: dict[str, float] = field(default_factory=dict)  # energy rows, per scheme
+    power_mape: dict[str, float] = field(default_factory=dict)  # the same rows' power
     checks: list[Any] = field(default_factory=list)
 
     def summary(self) -> str:
         parts = [f"{SCHEME_NAMES[k]} {v:.1f}%" for k, v in self.mape.items()]
         gpu = [f"{SCHEME_NAMES[k]} {v:.1f}%" for k, v in self.gpu_mape.items()]
+        joules = [f"{SCHEME_NAMES[k]} {v:.1f}%" for k, v in self.energy_mape.items()]
         n = sum(1 for r in self.rows if r.knobs.device == "cpu")
         return (
             f"latency MAPE over {n} CPU rows: {', '.join(parts)}; "
-            f"TX2 GPU rows: {', '.join(gpu)}; wrote calibration/report.md"
+            f"TX2 GPU rows: {', '.join(gpu)}; energy rows: {', '.join(joules)}; "
+            "wrote calibration/report.md"
         )
 
 
@@ -74,14 +80,16 @@ def build(
     objective: Any,
     values: np.ndarray,
     opencl: dict[str, float],
+    scales: np.ndarray,
     folds: Mapping[str, Sequence[Any]],
 ) -> Result:
     import checks
     import fit
 
-    consts = params.constants_of(values, opencl)
+    consts = params.constants_of(values, opencl, scales)
     pred = objective.predictor(consts)
     oof = {s: fit.out_of_fold(objective, list(rows), list(f), _key(s)) for s, f in folds.items()}
+    energy_oof = {s: _energy_out_of_fold(rows, loads, f, _key(s)) for s, f in folds.items()}
     records = []
     for i, (row, w) in enumerate(zip(rows, loads, strict=True)):
         profile = load_profile(row.device)
@@ -125,7 +133,12 @@ def build(
             "measured_cpu_pct": row.cpu_pct,
             "predicted_busy_cores": round(e.busy_cores, 2),
             "predicted_power_w": round(e.avg_power_w, 2),
+            "measured_gpu_util": row.gpu_util,
+            "predicted_gpu_util": None
+            if row.knobs.device != "gpu"
+            else round(float(pred.gpu_util[i]), 3),
         }
+        rec |= _energy_record(row, e, {s: (j[i], t[i]) for s, (j, t) in energy_oof.items()})
         records.append(rec)
     schemes = ["in_sample", *folds]
     column = {"in_sample": "error_pct", **{s: f"{s}_error_pct" for s in folds}}
@@ -134,6 +147,9 @@ def build(
         chosen = [r for r in records if r["processor"] == processor]
         return {s: mape([r[column[s]] for r in chosen]) for s in schemes}
 
+    metered = [r for r in records if r["measured_energy_j"] is not None]
+    energy_column = {"in_sample": "energy_error_pct", **{s: f"{s}_energy_error_pct" for s in folds}}
+    power_column = {"in_sample": "power_error_pct", **{s: f"{s}_power_error_pct" for s in folds}}
     result = Result(
         rows=list(rows),
         records=records,
@@ -144,9 +160,56 @@ def build(
         opencl=opencl,
         folds=folds,
         baseline_mape=_baseline([r for r in rows if r.knobs.device == "cpu"]),
+        scales=scales,
+        energy_mape={s: mape([r[energy_column[s]] for r in metered]) for s in schemes},
+        power_mape={s: mape([r[power_column[s]] for r in metered]) for s in schemes},
     )
     result.checks = checks.run_all(consts)
     return result
+
+
+def _energy_out_of_fold(
+    rows: Sequence[Row], loads: Sequence[Workload], folds: Sequence[Any], key: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each energy row's energy above idle and step time, predicted by the fold that held it out."""
+    import fit
+
+    joules, seconds = np.full(len(rows), np.nan), np.full(len(rows), np.nan)
+    held = {getattr(rows[i], key) for i in energy.energy_rows(rows)}
+    for fold in folds:
+        if fold.held_out not in held:
+            continue
+        t = energy.terms(rows, loads, params.constants_of(fold.values, fit.opencl_priors()))
+        fold_j = t.energy_j(fold.energy)
+        for k, i in enumerate(t.index):
+            if getattr(rows[i], key) == fold.held_out:
+                joules[i], seconds[i] = fold_j[k], t.seconds[k]
+    return joules, seconds
+
+
+def _energy_record(row: Row, e: Any, oof: dict[str, tuple[float, float]]) -> dict[str, Any]:
+    """The energy columns of one row's record (None where the row has no power measurement)."""
+    measured = row.energy_j
+    keys = ["measured_energy_j", "predicted_energy_j", "energy_error_pct"]
+    keys += ["measured_power_above_idle_w", "predicted_power_above_idle_w", "power_error_pct"]
+    keys += [f"{s}_{k}" for s in oof for k in ("energy_j", "energy_error_pct", "power_error_pct")]
+    if measured is None or row.power_w is None or row.idle_w is None:
+        return dict.fromkeys(keys)
+    above = e.energy_j - e.energy_terms_j["idle"]
+    watts = row.power_w - row.idle_w
+    out: dict[str, Any] = {
+        "measured_energy_j": round(measured, 4),
+        "predicted_energy_j": round(above, 4),
+        "energy_error_pct": round(_err(above, measured), 1),
+        "measured_power_above_idle_w": round(watts, 3),
+        "predicted_power_above_idle_w": round(above / e.latency_s, 3),
+        "power_error_pct": round(_err(above / e.latency_s, watts), 1),
+    }
+    for s, (joules, seconds) in oof.items():
+        out[f"{s}_energy_j"] = round(float(joules), 4)
+        out[f"{s}_energy_error_pct"] = round(_err(float(joules), measured), 1)
+        out[f"{s}_power_error_pct"] = round(_err(float(joules / seconds), watts), 1)
+    return out
 
 
 def _key(scheme: str) -> str:
@@ -198,6 +261,39 @@ def _constants_table(result: Result) -> list[str]:
     )
 
 
+def _energy_group_table(result: Result) -> list[str]:
+    metered = [r for r in result.records if r["measured_energy_j"] is not None]
+    schemes = ["in_sample", *result.folds]
+    column = {"in_sample": "energy_error_pct", **{s: f"{s}_energy_error_pct" for s in result.folds}}
+    body = []
+    for model in sorted({r["zoo_model"] for r in metered}):
+        mine = [r for r in metered if r["zoo_model"] == model]
+        body.append(
+            [model, len(mine)]
+            + [f"{mape([r[column[s]] for r in mine]):.1f}" for s in schemes]
+            + [f"{mape([r['power_error_pct'] for r in mine]):.1f}"]
+            + [f"{mape([r[f'{s}_power_error_pct'] for r in mine]):.1f}" for s in result.folds]
+        )
+    header = ["zoo model", "rows", *(SCHEME_NAMES[s] + " energy MAPE %" for s in schemes)]
+    header += [SCHEME_NAMES[s] + " power MAPE %" for s in schemes]
+    return ["", "### Energy per model", "", *_md_table(header, body)]
+
+
+def _energy_constants_table(result: Result) -> list[str]:
+    spread: dict[int, str] = {}
+    for k in range(len(params.ENERGY_PARAMS)):
+        per_fold = [f.energy[k] for fs in result.folds.values() for f in fs]
+        if per_fold:
+            spread[k] = f"{min(per_fold):.3g} - {max(per_fold):.3g}"
+    body = [
+        [p.path, f"{result.scales[k]:.4g}", f"{p.guess:g}", spread.get(k, ""), p.identified_by]
+        for k, p in enumerate(params.ENERGY_PARAMS)
+    ]
+    return _md_table(
+        ["constant", "fitted", "prior centre", "range over CV folds", "identified by"], body
+    )
+
+
 def write(result: Result, out_dir: Path) -> None:
     records = result.records
     with (out_dir / "report.csv").open("w", newline="") as f:
@@ -221,10 +317,14 @@ def _lines(result: Result) -> list[str]:
     lines += ["", "### GPU rows (Jetson TX2, TensorFlow)", ""]
     lines += _group_table(result, "zoo_model", "zoo model", gpu)
     lines += report_text.gpu_note()
+    lines += report_text.energy_section(result)
+    lines += _energy_group_table(result)
     lines += ["", HOST_HEADING, ""]
     lines += report_text.host_lomo(HOST_LOMO)
     lines += ["", "## Fitted constants", ""]
     lines += _constants_table(result)
+    lines += ["", "Power model (fitted after the time constants to the energy rows):", ""]
+    lines += _energy_constants_table(result)
     lines += ["", "Fixed, not fitted (no published row identifies them):", ""]
     lines += _md_table(
         ["constant", "value", "source"], [[k, f"{v:g}", s] for k, (v, s) in params.FIXED.items()]

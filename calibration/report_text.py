@@ -23,16 +23,40 @@ SHORT_CONFIG = {
 }
 
 
+# The out-of-fold targets (issue 28), on the worse of the two schemes: which rows,
+# the Result field with their MAPEs, the target in %.
+TARGETS = (
+    ("CPU rows, latency", "mape", 15.0),
+    ("TX2 GPU rows, latency", "gpu_mape", 25.0),
+    ("energy rows, J per step", "energy_mape", 20.0),
+)
+
+
+def worst_out_of_fold(mapes: dict[str, float]) -> float:
+    """The worse of leave-one-model-out and leave-one-device-out (NaN if neither ran)."""
+    folds = [v for k, v in mapes.items() if k != "in_sample" and not math.isnan(v)]
+    return max(folds) if folds else math.nan
+
+
+def targets(result: Any) -> list[str]:
+    """Each target against the worse out-of-fold error, met or not, said plainly."""
+    lines = [
+        "Targets, on the worse of the two out-of-fold schemes:",
+        "",
+        "| rows | target MAPE % | worse out-of-fold MAPE % | |",
+        "|---|---|---|---|",
+    ]
+    for label, field, target in TARGETS:
+        worst = worst_out_of_fold(getattr(result, field))
+        if math.isnan(worst):
+            continue
+        verdict = "met" if worst <= target else "**not met** (see *Why* below)"
+        lines.append(f"| {label} | {target:.0f} | {worst:.1f} | {verdict} |")
+    return lines
+
+
 def intro(result: Any, n_cpu: int) -> list[str]:
     m, g = result.mape, result.gpu_mape
-    lomo, lodo = m.get("lomo", math.nan), m.get("lodo", math.nan)
-    worst = max(lomo, lodo)
-    verdict = (
-        f"**The 20% target is not reached**: the worse out-of-fold scheme is at {worst:.1f}% "
-        "(see *Why* below)."
-        if worst > 20
-        else f"The worse out-of-fold scheme is at {worst:.1f}%, within the 20% target."
-    )
     return [
         "# Emulator calibration report",
         "",
@@ -59,8 +83,9 @@ def intro(result: Any, n_cpu: int) -> list[str]:
         "|---|" + "---|" * len(m),
         f"| {n_cpu} CPU rows | {' | '.join(f'**{v:.1f}**' for v in m.values())} |",
         f"| 4 TX2 GPU rows | {' | '.join(f'{v:.1f}' for v in g.values())} |",
+        *_energy_row(result),
         "",
-        verdict,
+        *targets(result),
         "",
         "For scale: FedScale's device model (one seconds-per-sample figure per device for",
         f"every model), fitted to these very CPU rows, scores {result.baseline_mape:.1f}% MAPE",
@@ -68,13 +93,66 @@ def intro(result: Any, n_cpu: int) -> list[str]:
     ]
 
 
+def _energy_row(result: Any) -> list[str]:
+    e = result.energy_mape
+    n = sum(1 for r in result.records if r.get("measured_energy_j") is not None)
+    if not n:
+        return []
+    return [
+        f"| {n} energy rows (J per step; *Energy error* below) | "
+        + " | ".join(f"{v:.1f}" for v in e.values())
+        + " |"
+    ]
+
+
 def gpu_note() -> list[str]:
     return [
         "",
-        "The GPU rows are four derived figures of one device (paper 000's TX2 throughputs):",
-        "leaving the TX2 out leaves no GPU row, so its *leave one device out* column is the",
+        "The GPU rows are four derived figures of one device (paper 000's TX2 throughputs),",
+        "each with paper 000's GPU utilisation at that batch (Observation 3, fitted too: how",
+        "much of the step the GPU is busy separates its kernels from the host's dispatch).",
+        "Leaving the TX2 out leaves no GPU row, so its *leave one device out* column is the",
         "priors alone - what the emulator says for a GPU stack it has never seen measured.",
+        "Phone GPUs (MNN OpenCL) have no row: paper 001 publishes its GPU times as a figure",
+        "and paper 003 a kernel rate and a data-movement share, so the OpenCL stack is set",
+        "from those (below) and checked against paper 001's 1.8x-12x band (the checks).",
     ]
+
+
+def energy_section(result: Any) -> list[str]:
+    e, w = result.energy_mape, result.power_mape
+    metered = [r for r in result.records if r["measured_energy_j"] is not None]
+    if not metered:
+        return []
+    lodo = e.get("lodo", math.nan)
+    return [
+        "",
+        "## Energy error",
+        "",
+        "Energy of one training step above idle, `(train_power_w - idle_power_w) x step time`:",
+        "whole-device power (USB input plus battery discharge) sampled through every",
+        "training run of the MNN benchmark on the Meizu 16T (calibration/data/README.md), against",
+        "the emulator's energy above idle (its CPU, GPU and DRAM terms) for the same step,",
+        "so a row's energy error carries its time error too; the power row divides each by",
+        "its own step time (the power model alone). The power model's two shared factors",
+        "(`shared.core_power_scale`, `shared.dram_energy_scale`) are fitted after the time",
+        "constants (calibration/energy.py) and cross-validated with the same folds: each",
+        "fold's energy comes from its own time constants and factors.",
+        "",
+        f"| rows | {' | '.join(SCHEME_HEADS[k] + ' MAPE %' for k in e)} |",
+        "|---|" + "---|" * len(e),
+        f"| {len(metered)} energy rows, J per step | "
+        + " | ".join(f"**{v:.1f}**" for v in e.values())
+        + " |",
+        "| the same rows, W above idle | " + " | ".join(f"{v:.1f}" for v in w.values()) + " |",
+        "",
+        "Every energy row is the Meizu 16T's (its two configurations are one device), so",
+        "*leave one device out* holds all of them out: its column is the factors' priors",
+        f"({lodo:.1f}%) - what the profiles' own power figures say without a measurement.",
+    ]
+
+
+SCHEME_HEADS = {"in_sample": "in sample", "lomo": "lomo", "lodo": "lodo"}
 
 
 def host_lomo(path: Path) -> list[str]:
@@ -199,8 +277,12 @@ def _swap_sentence(records: list[dict[str, Any]]) -> list[str]:
     rows = "; ".join(
         f"{r['device']} {r['zoo_model']} b{r['batch']}: {r['predicted_swapped_mb']:.0f} MB "
         f"paged, {r['measured_ms']:.0f} ms measured vs {r['predicted_ms']:.0f} ms in sample "
-        f"({r['error_pct']:+.0f}%), {r['lomo_ms']:.0f} ms held out with its model "
-        f"({r['lomo_error_pct']:+.0f}%)"
+        f"({r['error_pct']:+.0f}%)"
+        + (
+            f", {r['lomo_ms']:.0f} ms held out with its model ({r['lomo_error_pct']:+.0f}%)"
+            if "lomo_ms" in r
+            else ""
+        )
         for r in swapping
     )
     return [
@@ -255,11 +337,39 @@ def known_gaps(result: Any) -> list[str]:
         "  (the per-device table).",
         "- One framework's forward/backward efficiency is identified only by the models it",
         "  ran: PyTorch's attention/matmul efficiency comes from ViT alone, so holding ViT",
-        "  out leaves it to the prior shared with the convolution GEMMs.",
+        "  out leaves it to the prior shared with the convolution GEMMs. ViT's linear layers",
+        "  are single BLAS calls, while PyTorch's CPU convolutions without oneDNN take NNPACK",
+        "  (at batch >= 16) or im2col with a GEMM per image, so the convolution nets",
+        "  set a GEMM efficiency that is too low for ViT; ViT's elementwise calls stream from",
+        "  DRAM at the conv nets' fitted `dram_eff`. The per-call table carries no",
+        "  per-image GEMM shape yet, so that split is not modelled.",
+        "- The Raspberry Pi fine-tune rows run the forward pass only through the frozen",
+        "  layers: in PyTorch 1.13 a convolution whose weights and input need no gradient",
+        "  may take another kernel path (the depthwise 3x3 Winograd, XNNPACK) than one that",
+        "  does, so the forward efficiency fitted to full-training steps does not carry",
+        "  over; ResNet50's fine-tune rows (1x1-conv heavy) stay 35-40% under.",
+        "- Normalisations stream their operands more than once (`norm_passes`, from",
+        "  counting a training batch norm's passes; the rows barely move it).",
         "- Swapping (above): the mechanism is modelled, its throughput is not identified.",
-        "- The TX2 GPU stack is fitted to four derived figures of one device; a GPU never",
-        "  measured is predicted from priors (its leave-one-device-out column).",
-        "- Mobile GPUs (MNN OpenCL) are set from papers 001/003's figures, not from rows.",
+        "- The TX2 GPU stack is fitted to four derived figures of one device and their GPU",
+        "  utilisation; a GPU never measured is predicted from priors (its",
+        "  leave-one-device-out column). Paper 000's ResNet50 is not named beyond Table II:",
+        "  as the ImageNet network on 32x32 inputs its batch-64 throughput is 3% of the GPU's",
+        "  peak (DenseNet40's is 9%), which one set of constants cannot give both; as the",
+        "  CIFAR ResNet50 it would need 65% (tried: +110% at batch 64). Which network ran is",
+        "  the ResNet50 rows' remaining error.",
+        "- Mobile GPUs (MNN OpenCL) are set from papers 001/003's figures, not from rows:",
+        "  kernels at paper 003's 55 GFLOP/s at full occupancy, an executor that waits on",
+        "  every op, and host-device copies solved for paper 003's 91% data movement. Paper",
+        "  001's 1.8x-12x band is then a check (above), not a fit.",
+        "- Energy: the two power factors are fitted to one phone's whole-device power",
+        "  (47 rows, two sessions). A row's energy error carries its time error: held out",
+        "  with its model, LeNet's and MobileNetV2's energy inherit their time misses, while",
+        "  their power (energy per second) stays close. The two sessions disagree by about",
+        "  a quarter at the same model (the fixed-clock session draws more above its idle",
+        "  than the default-governor one, whose idle baseline was taken while charging); the",
+        "  swapping SqueezeNet batch-32 row draws 3.7 W while the emulator charges its paging",
+        "  as one busy core.",
         "- Phones at their default governor run at a fitted shared share of their top clock",
         "  (`shared.phone_sustained_clock`); the thermal model then lowers it further as the",
         "  phone heats (the S8 Plus trace check below).",

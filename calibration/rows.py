@@ -4,7 +4,9 @@ Each row of calibration/data/training_measurements.csv becomes a `Row`:
 the device profile, the zoo model and input, the batch, optimizer and
 trainable set, the knobs of the measured setup (calibration/setups.yaml),
 the measured seconds per step and, where published, the seconds of the
-forward pass alone (MNN's inference timing of the same run). `workload`
+forward pass alone (MNN's inference timing of the same run), the
+whole-device power during training and before it (the energy rows) and
+the GPU's utilisation (paper 000's tegrastats figures). `workload`
 measures the real zoo model for a row (cached under fedbench's cache dir).
 """
 
@@ -44,6 +46,16 @@ class Row:
     peak_res_mb: float | None
     cpu_pct: float | None
     source: str
+    power_w: float | None = None  # whole device, mean over the training run
+    idle_w: float | None = None  # whole device, idle before the runs
+    gpu_util: float | None = None  # share of the step the GPU runs kernels
+
+    @property
+    def energy_j(self) -> float | None:
+        """Measured energy of one step above idle (what the run adds to the device's draw)."""
+        if self.power_w is None or self.idle_w is None:
+            return None
+        return (self.power_w - self.idle_w) * self.measured_s
 
 
 def _num(text: str) -> float | None:
@@ -53,6 +65,11 @@ def _num(text: str) -> float | None:
 def _ms(text: str) -> float | None:
     value = _num(text)
     return None if value is None else value / 1000.0
+
+
+def _pct(text: str) -> float | None:
+    value = _num(text)
+    return None if value is None else value / 100.0
 
 
 def _head_trainable(model: str, setups: dict[str, Any]) -> str:
@@ -91,6 +108,9 @@ def load_rows(csv_path: Path = DEFAULT_CSV, setups_path: Path = HERE / "setups.y
                     peak_res_mb=_num(r["peak_res_mb"]),
                     cpu_pct=_num(r["cpu_pct"]),
                     source=r["source"],
+                    power_w=_num(r["train_power_w"]),
+                    idle_w=_num(r["idle_power_w"]),
+                    gpu_util=_pct(r["gpu_util_pct"]),
                 )
             )
     return rows

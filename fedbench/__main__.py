@@ -1,12 +1,15 @@
 """`python -m fedbench [overrides]`: compose the config, check it, run it.
 
 Hydra composes conf/ (installed as the package fedbench.conf); the result
-becomes the typed, validated Experiment (fedbench.experiment) before
-anything starts. A user mistake raises FedbenchError, printed as one line
-with exit code 2; Hydra itself reports unknown groups and options with the
-valid choices. Overrides Hydra's grammar cannot parse, and run folders
-that cannot be created, are refused here first, in one line, and so is a
-`runtime.accelerator=` this host cannot honour (no run folder is made).
+becomes the typed, validated Experiment (fedbench.experiment) and is
+preflighted before Hydra makes the run folder (fedbench.cli.gate). Every
+user mistake, whichever layer finds it - Hydra's override grammar, its
+group lookup or its config keys (fedbench.experiment.overrides), the typed
+experiment, a constructor, a user app's import or its ServerApp's start -
+is one line on stderr with exit code 2, and a run refused before it
+started leaves no folder; a `runtime.accelerator=` this host cannot honour
+is refused with the overrides, first. `dry_run=true` checks and prints what
+would run.
 
 The run folder is locked for the run (fedbench.report.lock); a folder that
 already holds a run is continued only with `resume=`. A run that did not
@@ -25,67 +28,55 @@ from pathlib import Path
 
 import hydra
 import yaml
-from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from fedbench.cli import help as main_help
+from fedbench.cli.gate import RunGate, check_fresh, check_seed, describe_lines, refuse
 from fedbench.errors import FedbenchError
-from fedbench.experiment.compose import experiment_from, resolve
-from fedbench.experiment.schema import MAX_SEED, Experiment
-from fedbench.preflight import preflight, targets
+from fedbench.experiment.app import AppError
+from fedbench.experiment.overrides import explain
+from fedbench.experiment.schema import Experiment
+from fedbench.folders import check_folder
 from fedbench.report.lock import RunLock
-from fedbench.report.progress import console
+from fedbench.report.progress import LOG_NAME, console
 from fedbench.report.provenance import COMMAND_ENV
-from fedbench.report.writer import ROUNDS_CSV, SUMMARY_JSON
-from fedbench.resume import resumed_experiment
+from fedbench.report.writer import SUMMARY_JSON
 from fedbench.runtime.base import Apps, build_runtime
-from fedbench.server.checkpoint import CHECKPOINT
 from fedbench.train.accelerator import KEY as ACCELERATOR_KEY
 from fedbench.train.accelerator import check_host
-from fedbench.trust.targets import parse_allowed
 
-EXIT_USER_ERROR, EXIT_RUN_FAILED = 2, 1
-# How to continue a folder, not what runs: given with resume=, they leave it alone.
-_RESUME_KEYS = frozenset({"resume", "allow_targets", "resume_untrusted"})
+__all__ = ["check_fresh", "check_overrides", "check_seed", "main", "run"]
+
+EXIT_RUN_FAILED = 1
 _HYDRA_FLAGS_WITH_VALUE = frozenset(
     {"-c", "--cfg", "-p", "--package", "-cp", "--config-path", "-cn", "--config-name"}
     | {"-cd", "--config-dir", "--experimental-rerun", "-i", "--info"}
 )
+# The run folders Hydra makes; an empty value would make the current folder the run's.
+_RUN_DIR_KEYS = ("hydra.run.dir", "hydra.sweep.dir")
+
+
+class _Task:
+    started = False  # the task function was entered: later errors are the run's, not Hydra's
 
 
 def run(cfg: DictConfig) -> None:
-    values = resolve(cfg)
-    resume = values.pop("resume", None)
-    allow_targets = parse_allowed(values.pop("allow_targets", None))
-    untrusted = values.pop("resume_untrusted", False)
-    if not isinstance(untrusted, bool) or (untrusted and not resume):
-        shown = str(untrusted).lower() if isinstance(untrusted, bool) else repr(untrusted)
-        raise FedbenchError(
-            f"resume_untrusted={shown}: true or false, and true only with resume=<folder>"
-        )
-    check_seed(values.get("seed"))
-    hydra_cfg = HydraConfig.get()
-    run_dir = Path(hydra_cfg.runtime.output_dir)
-    values["output_dir"] = str(run_dir)
-    if not values.get("name"):
-        values["name"] = hydra_cfg.runtime.choices.get("experiment") or "default"
-    overrides = list(hydra_cfg.overrides.task)
-    experiment = experiment_from(values, overrides)
-    if resume:
-        others = [o for o in overrides if o.split("=", 1)[0].lstrip("+") not in _RESUME_KEYS]
-        experiment = resumed_experiment(
-            Path(resume), experiment if others else None, allow_targets, untrusted
-        )
-        run_dir = Path(experiment.output_dir)
-    with RunLock(run_dir):
-        if not resume:
-            _check_fresh(run_dir)
+    _Task.started = True
+    prepared = RunGate.take(cfg)  # checked before Hydra made the folder (fedbench.cli.gate)
+    experiment, run_dir = prepared.experiment, prepared.run_dir
+    with prepared.lock or RunLock(run_dir):  # the gate holds it if the folder existed
+        try:
+            if not prepared.resume:
+                check_fresh(run_dir)  # again, now that the folder is locked
+        except FedbenchError as exc:
+            refuse(exc)
         console.attach(run_dir)  # everything printed from here on is also in console.log
         try:
-            _start(experiment, run_dir, bool(resume))
+            _start(experiment, run_dir, prepared.resume)
         except FedbenchError as exc:
-            print(f"fedbench: error: {exc}", file=sys.stderr)  # in console.log too
-            sys.exit(EXIT_USER_ERROR)
+            if isinstance(exc, AppError) and exc.trace:
+                console.record(exc.trace)  # the app's traceback: in console.log, not on screen
+            refuse(f"{exc} (see {run_dir / LOG_NAME})" if isinstance(exc, AppError) else exc)
         except Exception:
             console.record(traceback.format_exc())  # the console shows it once Hydra reports it
             raise
@@ -95,14 +86,8 @@ def run(cfg: DictConfig) -> None:
 
 
 def _start(experiment: Experiment, run_dir: Path, resume: bool) -> None:
-    # A user's app brings its own model, data and training: those groups do not apply.
-    unused = ("data", "model", "train") if experiment.app is not None else ()
-    for path, target in targets(experiment.to_config()):
-        if path.split(".")[0] not in unused:
-            console.line(f"{path}: {target}")
-    if experiment.app is not None:
-        console.line(f"app: {experiment.app.clientapp} ({experiment.app.root})")
-    preflight(experiment)
+    for line in describe_lines(experiment):
+        console.line(line)
     if not resume:
         config = yaml.safe_dump(experiment.to_config(), sort_keys=False)
         (run_dir / "config.yaml").write_text(config)
@@ -111,21 +96,6 @@ def _start(experiment: Experiment, run_dir: Path, resume: bool) -> None:
 
     apps = Apps(server=make_server_app(experiment), client=client_app)
     build_runtime(experiment).run(experiment, run_dir, apps)
-
-
-def check_seed(seed: object) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED:
-        raise FedbenchError(f"seed={seed!r}: expected an integer in 0..{MAX_SEED:,}")
-
-
-def _check_fresh(run_dir: Path) -> None:
-    """A new run never writes into a folder that holds another's results."""
-    held = [n for n in (ROUNDS_CSV, CHECKPOINT) if (run_dir / n).exists()]
-    if held:
-        raise FedbenchError(
-            f"run folder {run_dir} already holds a run ({', '.join(held)}); continue it with "
-            f"resume={run_dir}, or give another hydra.run.dir"
-        )
 
 
 def _check_ending(run_dir: Path) -> None:
@@ -146,7 +116,8 @@ def _check_ending(run_dir: Path) -> None:
 
 
 def check_overrides(argv: Sequence[str]) -> None:
-    """Hydra's grammar errors and run folders that cannot be made, as one line each."""
+    """Hydra's grammar errors, run folders that cannot be made and an accelerator this
+    host lacks, as one line each."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
@@ -175,20 +146,17 @@ def check_overrides(argv: Sequence[str]) -> None:
                 "'fleet.devices=[{profile: rpi4, count: 2}]', and give key=value"
             ) from None
         key, _, value = arg.partition("=")
-        if key.lstrip("+~") == "hydra.run.dir" and value and "${" not in value:
-            _check_run_dir(Path(value))
+        if key.lstrip("+~") in _RUN_DIR_KEYS and "${" not in value:
+            _check_run_dir(key.lstrip("+~"), value)
 
 
-def _check_run_dir(path: Path) -> None:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
+def _check_run_dir(key: str, value: str) -> None:
+    if not value.strip():
         raise FedbenchError(
-            f"hydra.run.dir={path}: cannot create the run folder ({exc.strerror or exc}); "
-            "give a folder this user can write"
-        ) from None
-    if not path.is_dir():
-        raise FedbenchError(f"hydra.run.dir={path}: not a folder")
+            f"{key}= is empty: the run would write into the current folder; give a folder, "
+            f"e.g. {key}=outputs/my-run (unset: outputs/<date>/<time>)"
+        )
+    check_folder(key, value)  # made and removed again: a refused run leaves nothing
 
 
 main_help.register()  # conf/hydra/help/fedbench.yaml calls it
@@ -196,23 +164,31 @@ main_help.register()  # conf/hydra/help/fedbench.yaml calls it
 
 @hydra.main(version_base=None, config_path="pkg://fedbench.conf", config_name="config")
 def _main(cfg: DictConfig) -> None:
-    try:
-        run(cfg)
-    except FedbenchError as exc:
-        print(f"fedbench: error: {exc}", file=sys.stderr)
-        sys.exit(EXIT_USER_ERROR)
+    run(cfg)
 
 
 def main() -> None:
     # The exact command line, for summary.json's provenance (also in processes started
     # for the run, e.g. the deployment's ServerApp).
     os.environ.setdefault(COMMAND_ENV, shlex.join(getattr(sys, "orig_argv", sys.argv)))
+    argv = sys.argv[1:]
     try:
-        check_overrides(sys.argv[1:])
+        check_overrides(argv)
     except FedbenchError as exc:
-        print(f"fedbench: error: {exc}", file=sys.stderr)
-        sys.exit(EXIT_USER_ERROR)
-    _main()
+        refuse(exc)
+    # Hydra prints its own refusals (many lines, exit 1) unless HYDRA_FULL_ERROR lets
+    # them through to here, where they become fedbench's one line (fedbench.experiment.
+    # overrides). Anything that is not a refusal keeps its traceback.
+    os.environ.setdefault("HYDRA_FULL_ERROR", "1")
+    try:
+        _main()
+    except Exception as exc:
+        if _Task.started:
+            raise  # a failure inside a run keeps its traceback
+        refusal = explain(exc, [a for a in argv if not a.startswith("-")])
+        if refusal is None:
+            raise
+        refuse(refusal)
 
 
 if __name__ == "__main__":

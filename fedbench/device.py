@@ -62,6 +62,7 @@ ISSUE = Grammar(
     keys=(
         Key("out", "folder for NAME.key and NAME.pub", required=True),
         Key("name", "device name", "the hostname"),
+        Key("force", "replace a key pair NAME already has in out", "false", flag=True),
     ),
     examples=("python -m fedbench.device issue-credentials out=~/.fedbench name=my-pi",),
 )
@@ -86,7 +87,14 @@ def issue(argv: Sequence[str]) -> int:
     from fedbench.security import issue_node_key
 
     args = ISSUE.parse(argv)
-    key = issue_node_key(Path(args["out"]).expanduser(), args.get("name") or socket.gethostname())
+    out, name = Path(args["out"]).expanduser(), args.get("name") or socket.gethostname()
+    held = [p for p in (out / f"{name}.key", out / f"{name}.pub") if p.exists()]
+    if held and not parse_bool("force", args.get("force", "false") or "false"):
+        raise FedbenchError(
+            f"{held[0]} already exists: a new key pair would lock device {name!r} out until the "
+            "server registers its new public key; give force=true to replace it, or another name="
+        )
+    key = issue_node_key(out, name)
     print(f"private key (keep on this device): {key.private_key}")
     print(f"public key (give to the server, runtime.physical_keys): {key.public_key}")
     print(key.public_key.read_text().strip())
@@ -95,7 +103,7 @@ def issue(argv: Sequence[str]) -> int:
 
 def join(argv: Sequence[str]) -> int:
     from fedbench.runtime.flower import free_port, supernode_argv
-    from fedbench.security import check_private_key, issue_secret
+    from fedbench.security import check_certificates, check_private_key, issue_secret
 
     args = JOIN.parse(argv)
     insecure = parse_bool("insecure", args.get("insecure", "false") or "false")
@@ -111,8 +119,8 @@ def join(argv: Sequence[str]) -> int:
             "certificate: <run>/credentials/ca.pem for a fleet fedbench set up), "
             "or insecure=true"
         )
-    if ca is not None and not ca.is_file():
-        raise FedbenchError(f"root_certificates={ca}: no such file")
+    if ca is not None:
+        check_certificates("root_certificates", ca)
     if auth_key is not None:
         check_private_key(auth_key)
     profile = announced_profile(args.get("profile") or "auto")

@@ -181,23 +181,60 @@ def plot(d: Described, path: Path) -> Path:
     return path
 
 
+def help_text() -> str:
+    return "\n".join(
+        [
+            "usage: python -m fedbench.fleet describe [plot=PNG] [experiment overrides ...]",
+            "",
+            "The population a run with these overrides would draw (same seed), printed and",
+            "plotted, with the server's predicted round time and energy for its model.",
+            "",
+            "keys:",
+            "  plot=PNG             the figure (default: population_<fleet>_<devices>.png here)",
+            "  <group>=<option>     any override of python -m fedbench (fleet=, model=, seed=,",
+            "  <key.path>=<value>   +fleet.scale=, ...); python -m fedbench --help lists them",
+            "",
+            "examples:",
+            "  python -m fedbench.fleet describe fleet=phones_100 +fleet.scale=1000",
+            "  python -m fedbench.fleet describe fleet=edge_mixed plot=edge_mixed.png",
+        ]
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     items = list(sys.argv[1:] if argv is None else argv)
-    if not items or items[0] in ("-h", "--help") or items[0] != "describe":
-        print(USAGE, file=sys.stderr if items and items[0] not in ("-h", "--help") else sys.stdout)
-        return 0 if items and items[0] in ("-h", "--help") else 2
+    if any(i in ("-h", "--help") for i in items) or not items:
+        print(help_text(), file=sys.stdout if items else sys.stderr)
+        return 0 if items else 2
+    try:
+        return _describe(items)
+    except FedbenchError as exc:
+        print(f"fedbench.fleet: error: {' '.join(str(exc).splitlines())}", file=sys.stderr)
+        return 2
+
+
+def _describe(items: list[str]) -> int:
+    from fedbench.experiment.compose import compose_experiment
+    from fedbench.folders import check_file
+
+    if items[0] != "describe":
+        raise FedbenchError(f"{items[0]!r}: expected the command describe; {USAGE}")
+    flags = [i for i in items[1:] if i.startswith("-")]
+    if flags:
+        raise FedbenchError(
+            f"{flags[0]}: not an option; give plot=PNG and experiment overrides as key=value "
+            "(python -m fedbench.fleet describe --help)"
+        )
     overrides = [i for i in items[1:] if not i.startswith("plot=")]
     plots = [i.split("=", 1)[1] for i in items[1:] if i.startswith("plot=")]
-    try:
-        from fedbench.experiment.compose import compose_experiment
-
-        experiment = compose_experiment(overrides)
-        d = describe(experiment)
-    except FedbenchError as exc:
-        print(f"fedbench.fleet: error: {exc}", file=sys.stderr)
-        return 2
+    if plots:
+        check_file("plot", plots[-1])  # before minutes of drawing, not after
+    experiment = compose_experiment(overrides)
+    d = describe(experiment)
     n = len(next(iter(d.columns.values())))
     path = Path(plots[-1] if plots else f"population_{d.name}_{n}.png")
+    if not plots:
+        check_file("plot", path)
     print(table(d))
     print(f"figure -> {plot(d, path)}")
     return 0

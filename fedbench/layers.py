@@ -46,13 +46,15 @@ LAYERS: tuple[Layer, ...] = (
             "fedbench.arrays",
             "fedbench.cli",
             "fedbench.data",
+            "fedbench.folders",
             "fedbench.measure",
             "fedbench.models",
             "fedbench.security",
             "fedbench.trust",
         ),
         "building blocks that know no device and no experiment: arrays on the wire, the "
-        "key=value grammar, data sets, workload measurement and probes, models, keys and TLS, "
+        "key=value grammar, data sets, folders and files a user names, workload measurement "
+        "and probes, models, keys and TLS, "
         "what fedbench trusts from disk (per-user key, `_target_` allowlist, safe unpickling)",
     ),
     Layer(
@@ -62,8 +64,9 @@ LAYERS: tuple[Layer, ...] = (
     ),
     Layer(
         "train",
-        ("fedbench.train",),
-        "local training on one device: the loop, the memory planner, batched training",
+        ("fedbench.algorithms", "fedbench.train"),
+        "local training on one device: the loop, the optimizer, the memory planner, batched "
+        "training; algorithms with a client half (the registry of train config keys)",
     ),
     Layer(
         "experiment",
@@ -109,6 +112,7 @@ LAYERS: tuple[Layer, ...] = (
         (
             "fedbench.__main__",
             "fedbench.bench",
+            "fedbench.cli.gate",
             "fedbench.characterize",
             "fedbench.device",
             "fedbench.fleet",
@@ -118,7 +122,8 @@ LAYERS: tuple[Layer, ...] = (
             "fedbench.profiling",
             "fedbench.resume",
         ),
-        "commands (python -m ...): a run and its preflight and resume, the bench, "
+        "commands (python -m ...): a run, its gate (Hydra's callback), preflight and resume, "
+        "the bench, "
         "characterisation, device profiling, a physical device joining, the fleet's "
         "description; every `__main__` module",
     ),

@@ -1,14 +1,15 @@
 """The ledger: the server's per-device history of RoundReports.
 
 Strategies read it and nothing else keeps a second copy. One numpy array per
-field, indexed by device, so selection over 100,000 devices stays vectorised;
-updating it costs O(reports in the round).
+field, indexed by device, so selection over 1,000,000 devices stays vectorised;
+updating it costs O(reports in the round), and so does its checkpoint (only
+availability and batteries move for the whole fleet every round).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,13 +19,17 @@ from fedbench.core.records import STATUSES, RoundReport
 
 STATUS_CODE: dict[str, int] = {s: i for i, s in enumerate(STATUSES)}
 NEVER = -1  # round value for "never seen"
+# Columns the server moves for the whole fleet every round (availability, batteries
+# on the clock): a checkpoint saves them whole. Every other column changes only where
+# a report or a device's state lands, and is saved at those devices alone.
+DENSE: tuple[str, ...] = ("available", "battery_pct", "battery_time_s")
 
 
 @dataclass
 class Ledger:
     """Per-device arrays; `last_*` fields hold the most recent report's value (NaN = none)."""
 
-    devices: tuple[DeviceSpec, ...]
+    devices: Sequence[DeviceSpec]
     available: np.ndarray = field(init=False)  # bool: can be picked now
     participation: np.ndarray = field(init=False)  # int: rounds trained (status ok)
     selected: np.ndarray = field(init=False)  # int: rounds picked (any status)
@@ -55,6 +60,7 @@ class Ledger:
     pred_comm_s: np.ndarray = field(init=False)
     throttle_temp_c: np.ndarray = field(init=False)  # first thermal trip point
     plan: list[str] = field(init=False)
+    touched: np.ndarray = field(init=False)  # bool: a report or a state landed here
 
     def __post_init__(self) -> None:
         n = len(self.devices)
@@ -88,14 +94,16 @@ class Ledger:
             setattr(self, name, nan())
         self.total_energy_j = np.zeros(n)
         self.plan = [""] * n
+        self.touched = np.zeros(n, dtype=bool)
 
     def __len__(self) -> int:
         return len(self.devices)
 
-    def record(self, reports: Iterable[RoundReport], index_of: dict[str, int]) -> None:
+    def record(self, reports: Iterable[RoundReport], index_of: Mapping[str, int]) -> None:
         """Fold one round's reports in; `index_of` maps device name -> index."""
         for r in reports:
             i = index_of[r.device]
+            self.touched[i] = True
             self.selected[i] += 1
             self.last_round[i] = r.round
             self.last_status[i] = STATUS_CODE[r.status]
@@ -128,6 +136,7 @@ class Ledger:
                 self.failures[i] += 1
 
     def set_state(self, i: int, state: DeviceState) -> None:
+        self.touched[i] = True
         self.temp_c[i] = state.temp_c
         self.battery_pct[i] = state.battery_pct
         self.state_time_s[i] = state.time_s
@@ -144,34 +153,64 @@ class Ledger:
             float(self.temp_c[i]), float(self.battery_pct[i]), float(self.state_time_s[i])
         )
 
-    def state_dict(self) -> dict[str, object]:
-        """Every per-device array and the plans: what a checkpoint must restore."""
-        state: dict[str, object] = {
-            name: getattr(self, name).copy()
+    def columns(self) -> list[str]:
+        """The names of the per-device arrays (what selection reads), `touched` aside."""
+        return [
+            name
             for name, value in vars(self).items()
-            if isinstance(value, np.ndarray)
-        }
-        # One string, not 100,000: a checkpoint of a large fleet stays one write.
-        state["plan"] = "\n".join(self.plan)
+            if isinstance(value, np.ndarray) and name != "touched"
+        ]
+
+    def state_dict(self) -> dict[str, object]:
+        """What a checkpoint must restore, O(devices touched) apart from the DENSE columns.
+
+        The other columns differ from their values at the start of the run
+        (defaults, then the server's predictions) only where a report or a
+        state landed: they are saved at those devices (`touched`), and
+        `load_state_dict` writes them back over a ledger set up the same way.
+        """
+        touched = np.flatnonzero(self.touched)
+        state: dict[str, object] = {"touched": touched}
+        for name in self.columns():
+            column = getattr(self, name)
+            state[name] = column.copy() if name in DENSE else column[touched]
+        # One string, not one per device: a checkpoint stays one write.
+        state["plan"] = "\n".join(self.plan[i] for i in touched)
         return state
 
     def load_state_dict(self, state: dict[str, object]) -> None:
+        """Restore a `state_dict` onto a ledger set up as the saved one was at its start.
+
+        A checkpoint without `touched` (written before) holds every column whole.
+        """
+        n = len(self.devices)
+        whole = "touched" not in state
+        touched = np.arange(n) if whole else np.asarray(state["touched"], dtype=np.int64)
+        if len(touched) and not (touched.min() >= 0 and touched.max() < n):
+            raise ValueError(f"ledger 'touched' names devices outside the fleet of {n}")
         for name, value in state.items():
+            if name == "touched":
+                continue
             if name == "plan":
                 plans = value.split("\n") if isinstance(value, str) else list(value)  # type: ignore[call-overload]
-                if len(plans) != len(self.devices):
+                if len(plans) != len(touched) and not (len(plans) == 1 and not len(touched)):
                     raise ValueError(
-                        f"ledger 'plan' has {len(plans)} entries, expected {len(self.devices)}"
+                        f"ledger 'plan' has {len(plans)} entries, expected {len(touched)}"
                     )
-                self.plan = plans
+                for i, plan in zip(touched.tolist(), plans, strict=False):
+                    self.plan[i] = plan
+                continue
+            current = getattr(self, name)
+            restored = np.asarray(value)
+            dense = whole or name in DENSE
+            expected = current.shape if dense else (len(touched),)
+            if restored.shape != expected:
+                raise ValueError(f"ledger '{name}' has {restored.shape}, expected {expected}")
+            if dense:
+                setattr(self, name, restored.astype(current.dtype, copy=True))
             else:
-                current = getattr(self, name)
-                restored = np.asarray(value)
-                if restored.shape != current.shape:
-                    raise ValueError(
-                        f"ledger '{name}' has {restored.shape}, expected {current.shape}"
-                    )
-                setattr(self, name, restored.copy())
+                current[touched] = restored
+        self.touched[touched] = True
 
     def names(self, indices: Sequence[int] | np.ndarray) -> list[str]:
         return [self.devices[int(i)].name for i in indices]

@@ -4,8 +4,9 @@ A train message from fedbench is whatever the Flower strategy (`algorithm=`)
 built - `arrays` and `config`, which the ClientApp reads as usual - plus one
 ConfigRecord, `fedbench`, that says which fleet device trains (`TrainTask`)
 and carries the experiment. The device mod takes that record out before the
-ClientApp sees the message and puts the RoundReport (`fedbench-report`) and
-the device's emulated state (`fedbench-state`) into the reply. A reply
+ClientApp sees the message and puts the RoundReport (`fedbench-report`),
+the device's emulated state (`fedbench-state`) and the algorithm's keys the
+app never read (`fedbench-unread`) into the reply. A reply
 without them comes from a ClientApp that runs without the mod: an
 unprofiled device.
 """
@@ -26,6 +27,9 @@ TASK = "fedbench"  # the ConfigRecord fedbench adds to a train (or evaluate) mes
 REPORT = "fedbench-report"  # the RoundReport in a reply (fedbench.report.records)
 STATE = "fedbench-state"  # the device's emulated state after the round
 ERROR = "fedbench-error"  # why one device of a several-device call produced no reply
+# In a reply: the train config keys a client half needs that the ClientApp never read
+# (fedbench.client.reads), as {"keys": [...]}.
+UNREAD = "fedbench-unread"
 # A reply for several devices holds each device's records as "<device index>:<name>".
 GROUP_SEPARATOR = ":"
 ARRAYS = "arrays"  # Flower's default ArrayRecord key (FedAvg's arrayrecord_key)

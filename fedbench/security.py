@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,20 +94,36 @@ def _name(common_name: str) -> x509.Name:
     )
 
 
+_DNS_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
+
+
 def _san(hosts: Sequence[str]) -> x509.SubjectAlternativeName:
     names: list[x509.GeneralName] = []
     for host in hosts:
         try:
             names.append(x509.IPAddress(ipaddress.ip_address(host)))
         except ValueError:
-            names.append(x509.DNSName(host))
+            names.append(x509.DNSName(check_host_name(host)))
     return x509.SubjectAlternativeName(names)
+
+
+def check_host_name(host: str) -> str:
+    """A DNS name a certificate can carry (RFC 1123); anything else would match no client."""
+    labels = host.rstrip(".").split(".")
+    if len(host) > 253 or not all(_DNS_LABEL.fullmatch(label) for label in labels):
+        raise FedbenchError(
+            f"hosts: {host!r} is neither an IP address nor a DNS name (letters, digits and '-' "
+            "between dots); give the addresses or names devices dial, e.g. hosts=192.168.1.10,"
+            "server.lan"
+        )
+    return host
 
 
 def issue_tls(out_dir: Path, hosts: Sequence[str]) -> TlsFiles:
     """A fresh CA and a server certificate it signed, valid for `hosts` (IPs or names)."""
     if not hosts:
         raise FedbenchError("a server certificate needs at least one host name or address")
+    san = _san(hosts)  # a bad host is refused before anything is written
     out_dir.mkdir(parents=True, exist_ok=True)
     now = dt.datetime.now(dt.UTC)
     start, end = now - dt.timedelta(minutes=5), now + dt.timedelta(days=CERT_DAYS)
@@ -147,7 +164,7 @@ def issue_tls(out_dir: Path, hosts: Sequence[str]) -> TlsFiles:
         .serial_number(x509.random_serial_number())
         .not_valid_before(start)
         .not_valid_after(end)
-        .add_extension(_san(hosts), critical=False)
+        .add_extension(san, critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .sign(ca_key, hashes.SHA384())
@@ -214,6 +231,23 @@ def read_public_key(path: Path) -> str:
             "`python -m fedbench.device issue-credentials`"
         )
     return text.decode().strip()
+
+
+def check_certificates(key: str, path: Path) -> None:
+    """Refuse a CA file that holds no PEM certificate (Flower would retry the handshake forever)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise FedbenchError(f"{key}={path}: no such file") from None
+    except OSError as exc:
+        raise FedbenchError(f"{key}={path}: cannot read it ({exc.strerror})") from None
+    try:
+        x509.load_pem_x509_certificates(data)
+    except ValueError:
+        raise FedbenchError(
+            f"{key}={path}: not a PEM certificate (-----BEGIN CERTIFICATE-----); give the CA "
+            "that signed the SuperLink's certificate (<run>/credentials/ca.pem)"
+        ) from None
 
 
 def check_private_key(path: Path) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -30,6 +30,10 @@ from fedbench.ledger import Ledger
 
 class SelectionStrategy(ABC):
     """Pick `clients_per_round` devices per round from the ledger."""
+
+    # RoundReport fields the strategy selects by that only the app can supply (its
+    # metrics): a run whose replies carry none of them is warned about, once.
+    signals: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, clients_per_round: int, seed: int = 0, overcommit: float = 0.0) -> None:
         if (

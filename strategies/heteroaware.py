@@ -87,6 +87,8 @@ class HeteroParams:
 
 
 class HeteroAware(SelectionStrategy):
+    signals = ("train_loss",)  # its statistical utility: the loss the app reports
+
     def __init__(
         self,
         clients_per_round: int,

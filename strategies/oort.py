@@ -75,6 +75,8 @@ class OortParams:
 
 
 class Oort(SelectionStrategy):
+    signals = ("train_loss",)  # its statistical utility: the loss the app reports
+
     def __init__(
         self,
         clients_per_round: int,

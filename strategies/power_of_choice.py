@@ -31,6 +31,8 @@ from strategies.common import check_number, top_k, weighted_sample
 
 
 class PowerOfChoice(SelectionStrategy):
+    signals = ("train_loss",)  # its statistical utility: the loss the app reports
+
     def __init__(
         self,
         clients_per_round: int,

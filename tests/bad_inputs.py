@@ -86,6 +86,13 @@ def _experiment(*overrides: str) -> Callable[[Path], object]:
     return lambda tmp: _typed(list(overrides))
 
 
+def _preflight(*overrides: str) -> Callable[[Path], object]:
+    """A command line's overrides, composed, typed and preflighted as the entry point does."""
+    from fedbench.preflight import preflight
+
+    return lambda tmp: preflight(_typed(list(overrides)))  # type: ignore[arg-type]
+
+
 def _resume(tmp: Path, setup: Callable[[Path], None]) -> object:
     from fedbench.resume import resumed_experiment
 
@@ -211,7 +218,7 @@ def _unreachable_ray(tmp: Path) -> object:
 
 
 def _entry(check: str, value: object) -> Callable[[Path], object]:
-    """One of the entry point's own checks (fedbench.__main__) on `value`."""
+    """One of the entry point's own checks (fedbench.__main__, fedbench.cli.gate) on `value`."""
     import fedbench.__main__ as entry
 
     return lambda tmp: getattr(entry, check)(value)
@@ -225,10 +232,10 @@ def _uncreatable_run_dir(tmp: Path) -> object:
 
 
 def _fresh_into_used(tmp: Path) -> object:
-    from fedbench.__main__ import _check_fresh
+    from fedbench.cli.gate import check_fresh
 
     (tmp / "rounds.csv").write_text("round\n1\n")
-    return _check_fresh(tmp)
+    return check_fresh(tmp)
 
 
 def _write_folder(with_config: bool, with_ckpt: bool) -> Callable:
@@ -600,7 +607,7 @@ CASES: tuple[Case, ...] = (
         "run-dir-uncreatable",
         "`hydra.run.dir=` a folder that cannot be created (under a file)",
         _uncreatable_run_dir,
-        ("hydra.run.dir=", "cannot create the run folder", "this user can write"),
+        ("hydra.run.dir=", "cannot create or write the folder", "this user can write"),
     ),
     Case(
         "hydra-grammar",
@@ -677,12 +684,77 @@ CASES: tuple[Case, ...] = (
         ("runtime.proxy='envoy'", "auto, nginx, python"),
     ),
     Case(
+        "app-evaluate-raises",
+        "a user app's `evaluate_fn` raising in round 3 (the run ends `failed`, failure `app`)",
+        lambda t: _evaluate_fn_raises(t),
+        ("app my-app: its evaluate_fn (round 3) raised KeyError: 'accuracy'",),
+    ),
+    Case(
+        "app-import-raises",
+        "a user app whose ClientApp module raises while it is imported",
+        lambda t: _app_import_raises(t),
+        ("app my-app: importing clientapp 'broken_client_app:app' raised RuntimeError",),
+    ),
+    Case(
+        "algorithm-fedyogi-tau",
+        "`algorithm=fedyogi algorithm.tau=0`",
+        _preflight("experiment=smoke", "algorithm=fedyogi", "algorithm.tau=0"),
+        ("algorithm.tau=0: must be > 0",),
+    ),
+    Case(
+        "trimmed-beta",
+        "`algorithm=fedtrimmedavg algorithm.beta=0.5` (cuts every update)",
+        _preflight("experiment=smoke", "algorithm=fedtrimmedavg", "algorithm.beta=0.5"),
+        ("FedTrimmedAvg", "beta", "[0, 0.5)"),
+    ),
+    Case(
+        "fedavgm-momentum",
+        "`algorithm=fedavgm algorithm.server_momentum=1`",
+        _preflight("experiment=smoke", "algorithm=fedavgm", "algorithm.server_momentum=1"),
+        ("algorithm.server_momentum=1", "[0, 1)"),
+    ),
+    Case(
+        "deployment-host-name",
+        "`runtime=deployment runtime.address=server.lan` (a name, not an address)",
+        lambda t: __import__("fedbench.runtime.deployment", fromlist=["x"]).check_address(
+            "server.lan"
+        ),
+        ("runtime.address='server.lan': not an IP address", "runtime.advertise"),
+    ),
+    Case(
+        "plot-is-a-folder",
+        "`fedbench.fleet describe plot=` an existing folder",
+        lambda t: __import__("fedbench.folders", fromlist=["x"]).check_file("plot", t),
+        ("plot=<tmp>: a folder, not a file",),
+    ),
+    Case(
         "defense-ratio",
         "`defense.max_norm_ratio=0.5` (must exceed 1)",
         _experiment("defense.max_norm_ratio=0.5"),
         ("defense.max_norm_ratio=0.5", "> 1"),
     ),
 )
+
+
+def _evaluate_fn_raises(tmp: Path) -> object:
+    from flwr.app import ArrayRecord
+
+    from fedbench.server.evaluation import AppEvaluation
+
+    def evaluate(server_round: int, arrays: ArrayRecord) -> None:
+        raise KeyError("accuracy")
+
+    return AppEvaluation(evaluate, "my-app")(3, ArrayRecord())
+
+
+def _app_import_raises(tmp: Path) -> object:
+    from flwr.clientapp import ClientApp
+
+    from fedbench.experiment.app import AppConfig
+
+    (tmp / "broken_client_app.py").write_text("raise RuntimeError('no GPU found')\n")
+    app = AppConfig(root=str(tmp), clientapp="broken_client_app:app", name="my-app")
+    return app.load(app.clientapp, ClientApp, "clientapp")
 
 
 def _resume_runtime(tmp: Path) -> object:
@@ -720,17 +792,31 @@ def write_table(path: Path) -> None:
         message = run_case(case).replace("|", "\\|").replace("\n", " ")
         lines.append(f"| {i} | {case.what} | {message} |")
     from tests.test_errors import CASES as CLI
+    from tests.test_errors import run_cases
 
     lines += [
         "",
         "## On the command line (`tests/test_errors.py`)",
         "",
-        "| # | command | the error names |",
+        "Each command runs as its own process in an empty folder and must print exactly this",
+        "one line on stderr, exit with code 2 and leave the folder empty (no",
+        "`outputs/<date>/<time>/`). `{fx}` is a folder with the file the case needs. The test",
+        "appends `dry_run=true` to `python -m fedbench` (a case that were not refused would stop",
+        "after its checks instead of running); the refusal is the same without it.",
+        "",
+        "| # | command | error |",
         "|---|---|---|",
     ]
-    for i, (overrides, expected) in enumerate(CLI, len(CASES) + 1):
-        shown = " / ".join(f"`{e}`" for e in expected).replace("|", "\\|")
-        lines.append(f"| {i} | `python -m fedbench {' '.join(overrides)}` | {shown} |")
+    with tempfile.TemporaryDirectory() as tmp:
+        outcomes = run_cases(CLI, Path(tmp))
+        for i, case in enumerate(CLI, len(CASES) + 1):
+            outcome = outcomes[case.name]
+            message = outcome.result.stderr.strip().replace(str(outcome.fx), "{fx}")
+            message = message.replace(str(Path(__file__).resolve().parents[1]), "<fedbench>")
+            shown = case.shown.replace(str(Path(__file__).resolve().parents[1]), "<fedbench>")
+            shown = f"`{shown}`" + (f" ({case.what})" if case.what else "")
+            cell = message.replace("|", "\\|").replace("\n", " ")
+            lines.append(f"| {i} | {shown.replace('|', chr(92) + '|')} | {cell} |")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
 

@@ -44,3 +44,39 @@ def test_scale_keeps_the_mix() -> None:
 def test_impossible_fleets_are_refused(fleet: dict, match: str) -> None:
     with pytest.raises(FedbenchError, match=match):
         expand_fleet(fleet)
+
+
+def test_a_fleet_is_its_groups_and_finds_a_device_by_name_both_ways() -> None:
+    fleet = expand_fleet(
+        {
+            "devices": [
+                {"profile": "rpi4", "count": 2},
+                {"profile": "pixel2", "count": 1500},
+                {"profile": "rpi4", "count": 3},  # the stem's numbering carries on
+            ]
+        }
+    )
+    names = [d.name for d in fleet]
+    assert names[:3] == ["rpi4-000", "rpi4-001", "pixel2-000"]
+    assert names[-3:] == ["rpi4-002", "rpi4-003", "rpi4-004"] and names[1501] == "pixel2-1499"
+    assert all(fleet.index_of(name) == i for i, name in enumerate(names))
+    assert fleet[-1] == fleet[len(fleet) - 1] and fleet[1:3] == tuple(list(fleet)[1:3])
+    for nobody in ("rpi4-005", "rpi4-1", "rpi4-0001", "pixel2", "jetson-000", "pixel2-x"):
+        assert fleet.index_of(nobody) is None, nobody
+    assert fleet.profile_names == ("rpi4", "pixel2")
+    assert fleet.profile_code.tolist() == [0, 0] + [1] * 1500 + [0, 0, 0]
+    assert fleet.profile_counts() == {"rpi4": 5, "pixel2": 1500}
+
+
+def test_a_million_devices_are_no_million_objects() -> None:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        fleet = expand_fleet({"devices": [{"profile": "pixel2", "count": 3}], "scale": 1_000_000})
+        index = fleet.index_of("pixel2-999999")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(fleet) == 1_000_000 and index == 999_999
+    assert peak < 1e6, f"{peak / 1e6:.1f} MB"  # a DeviceSpec per device would be ~200 MB

@@ -14,8 +14,9 @@ from matplotlib.colors import ListedColormap
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from fedbench.analyze.figures_fleet import MAX_DEVICE_ROWS, short
 from fedbench.analyze.figures_run import step_name
-from fedbench.analyze.runs import Run
+from fedbench.analyze.runs import NOT_PICKED, Run
 from fedbench.analyze.style import (
     STATUS_COLOURS,
     energy_unit,
@@ -26,6 +27,11 @@ from fedbench.analyze.style import (
 )
 from fedbench.analyze.tables import StrategyRow
 from fedbench.core.records import STATUSES
+
+# A binned selection map has at most this many round columns, and names at most
+# this many profiles on its device axis.
+MAX_ROUND_COLUMNS = 200
+MAX_PROFILE_TICKS = 24
 
 
 def by_label(runs: list[Run], named: dict[Path, str]) -> dict[str, list[Run]]:
@@ -165,32 +171,38 @@ def to_target(rows: list[StrategyRow]) -> Figure | str:
 
 
 def selection_heatmaps(runs: list[Run], named: dict[Path, str]) -> Figure | str:
-    """Per label (its lowest seed): devices x rounds, coloured by the report's status."""
+    """Per label (its lowest seed): devices x rounds, coloured by the report's status.
+
+    A fleet of more than MAX_DEVICE_ROWS devices is binned instead (`_binned`).
+    """
     groups = by_label(runs, named)
-    shown = {k: v for k, v in groups.items() if v[0].heat.size}
+    shown = {k: v for k, v in groups.items() if v[0].rounds and v[0].fleet.size}
     if not shown:
         return "no round ran"
+    first = next(iter(shown.values()))[0]
+    if max(v[0].fleet.size for v in shown.values()) > MAX_DEVICE_ROWS:
+        return _binned(shown)
     cols = min(len(shown), 4)
     rows = (len(shown) + cols - 1) // cols
-    first = next(iter(shown.values()))[0]
-    height = 0.16 * len(first.devices) + 1.2
+    height = 0.16 * first.fleet.size + 1.2
     fig = Figure(figsize=(4.2 * cols, height * rows + 0.6))
     axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).reshape(-1)
     cmap = ListedColormap(list(STATUS_COLOURS.values()))
     for ax, (label, members) in zip(axes, shown.items(), strict=False):
         run = members[0]
+        heat = run.picks.heat(run.fleet.size, run.rounds)
         ax.imshow(
-            run.heat,
+            heat,
             aspect="auto",
             cmap=cmap,
             vmin=-0.5,
             vmax=len(STATUSES) + 0.5,
             interpolation="nearest",
-            extent=(0.5, run.heat.shape[1] + 0.5, len(run.devices) - 0.5, -0.5),
+            extent=(0.5, heat.shape[1] + 0.5, run.fleet.size - 0.5, -0.5),
         )
         ax.set_title(textwrap.fill(f"{label}, seed {run.seed}", 42), fontsize=8)
-        ax.set_yticks(range(len(run.devices)))
-        ax.set_yticklabels(run.devices, fontsize=5)
+        ax.set_yticks(range(run.fleet.size))
+        ax.set_yticklabels(run.fleet.names(), fontsize=5)
         ax.set_xlabel("round", fontsize=8)
         integer_axis(ax)
         ax.tick_params(axis="x", labelsize=7)
@@ -201,3 +213,75 @@ def selection_heatmaps(runs: list[Run], named: dict[Path, str]) -> Figure | str:
     fig.suptitle(f"{first.experiment}: devices picked per round")
     fig.tight_layout(rect=(0, 0.06, 1, 0.97))
     return fig
+
+
+def _binned(shown: dict[str, list[Run]]) -> Figure:
+    """Fleet-order bins x rounds (binned too past MAX_ROUND_COLUMNS): the share of each bin's
+    device-rounds that were picked, profiles marked; a 2-D histogram of the records."""
+    cols = min(len(shown), 4)
+    rows = (len(shown) + cols - 1) // cols
+    first = next(iter(shown.values()))[0]
+    # Constrained: each panel's profile names and the shared colour bar get their room.
+    fig = Figure(figsize=(4.6 * cols + 1.0, 4.6 * rows + 0.8), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).reshape(-1)
+    shares = {label: _shares(members[0]) for label, members in shown.items()}
+    top = max(float(share.max(initial=0.0)) for share, _, _ in shares.values()) or 1.0
+    image = None
+    for ax, (label, members) in zip(axes, shown.items(), strict=False):
+        run = members[0]
+        share, device_edges, round_edges = shares[label]
+        image = ax.imshow(
+            share,
+            aspect="auto",
+            cmap="Blues",
+            vmin=0.0,
+            vmax=top,
+            interpolation="nearest",
+            extent=(round_edges[0], round_edges[-1], device_edges[-1], device_edges[0]),
+        )
+        starts = [start for _, start, _ in run.fleet.groups]
+        for start in starts[1:]:
+            ax.axhline(start, color="#d55e00", linewidth=0.6)
+        ticks = [(start + count / 2, short(p)) for p, start, count in run.fleet.groups]
+        if len(ticks) > MAX_PROFILE_TICKS:  # many small groups: every k-th is named
+            ticks = ticks[:: math.ceil(len(ticks) / MAX_PROFILE_TICKS)]
+        ax.set_yticks([t for t, _ in ticks])
+        ax.set_yticklabels([name for _, name in ticks], fontsize=6)
+        per_bin = math.ceil(run.fleet.size / (len(device_edges) - 1))
+        ax.set_title(
+            textwrap.fill(
+                f"{label}, seed {run.seed} ({run.fleet.size:,} devices, ~{per_bin:,} a row)", 46
+            ),
+            fontsize=8,
+        )
+        ax.set_xlabel("round", fontsize=8)
+        integer_axis(ax)
+        ax.tick_params(axis="x", labelsize=7)
+    for ax in list(axes)[len(shown) :]:
+        ax.axis("off")
+    if image is not None:
+        bar = fig.colorbar(image, ax=list(axes), fraction=0.03, pad=0.02)
+        bar.set_label("share of the row's device-rounds picked", fontsize=8)
+    fig.suptitle(
+        textwrap.fill(
+            f"{first.experiment}: devices picked per round - the fleet in order, binned "
+            f"(more than {MAX_DEVICE_ROWS} devices: no row per device); orange lines divide "
+            "the profiles",
+            110,
+        ),
+        fontsize=10,
+    )
+    return fig
+
+
+def _shares(run: Run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(share picked per device bin and round bin, device bin edges, round bin edges)."""
+    picks = run.picks
+    keep = (picks.position >= 0) & (picks.round >= 1) & (picks.status != NOT_PICKED)
+    device_edges = np.linspace(0, run.fleet.size, min(MAX_DEVICE_ROWS, run.fleet.size) + 1)
+    round_edges = np.linspace(0.5, run.rounds + 0.5, min(MAX_ROUND_COLUMNS, run.rounds) + 1)
+    counts, _, _ = np.histogram2d(
+        picks.position[keep] + 0.5, picks.round[keep], bins=(device_edges, round_edges)
+    )
+    cells = np.outer(np.diff(device_edges), np.diff(round_edges))
+    return counts / np.maximum(cells, 1e-12), device_edges, round_edges

@@ -9,29 +9,40 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from textwrap import fill
 
 import numpy as np
 from matplotlib.artist import Artist
+from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from fedbench.analyze.figures_run import NO_ENERGY, status_bars, title
+import fedbench.analyze.figures_fleet as figures_fleet
+from fedbench.analyze.figures_run import NO_ENERGY, title
 from fedbench.analyze.rounds import round_clock
 from fedbench.analyze.runs import Run, number
 from fedbench.analyze.style import (
     STATUS_COLOURS,
+    amount,
     energy_unit,
     legend_outside,
     profile_colours,
+    status_bars,
     time_unit,
 )
 from fedbench.core.records import STATUSES
 
 # The timeline draws at most this many bars (device-rounds); longer runs show
-# evenly spaced rounds, first and last included, and say so in the title.
+# evenly spaced rounds, first and last included, and larger rounds a sample of
+# their devices evenly spaced by reply time; the title says so.
 TIMELINE_BARS = 160
+# A round with more devices than its share shows this many (fewer if its share is
+# smaller, never fewer than MIN_BARS): enough for its shape, with labels one can read.
+SAMPLE_BARS = 80
+MIN_BARS = 20
 CUT_COLOUR = "#d62828"
+CROWDED = 400  # trainings in the thermal figure beyond which its marks are drawn translucent
 
 
 def _shown_rounds(run: Run) -> list[int]:
@@ -58,18 +69,28 @@ class _Bar:
     replied: bool
 
 
-def _bars(run: Run, rounds: list[int]) -> tuple[list[_Bar], list[tuple[int, int, int, float]]]:
-    """The bars of `rounds`, and per round (round, first bar, last bar, where it closed)."""
+def _bars(run: Run, rounds: list[int]) -> tuple[list[_Bar], list[tuple[int, int, int, float]], int]:
+    """The bars of `rounds`, per round (round, first bar, last bar, where it closed), and
+    the most devices a round had of which only some are shown (0: all shown). A round
+    with more than its share of TIMELINE_BARS shows a sample (SAMPLE_BARS)."""
     start, _ = round_clock(run)
     by_round: dict[int, list[dict[str, str]]] = defaultdict(list)
     for row in run.rows:
         by_round[int(row["round"])].append(row)
     bars: list[_Bar] = []
     bands: list[tuple[int, int, int, float]] = []
+    thinned = 0
+    position = run.fleet.position
+    share = max(TIMELINE_BARS // max(len(rounds), 1), MIN_BARS)
+    limit = min(share, SAMPLE_BARS)
     for r in rounds:
         cut = float(run.durations[r])
         first = len(bars)
-        for row in sorted(by_round[r], key=lambda x: x.get("device", "")):
+        rows = sorted(by_round[r], key=lambda x: position.get(x.get("device", ""), -1))
+        if len(rows) > share:
+            thinned = max(thinned, len(rows))
+            rows = _by_reply(rows, float(start[r]), cut, limit)
+        for row in rows:
             begin, end = _span(row, float(start[r]))
             replied = not math.isnan(end)
             bars.append(
@@ -82,7 +103,19 @@ def _bars(run: Run, rounds: list[int]) -> tuple[list[_Bar], list[tuple[int, int,
                 )
             )
         bands.append((r, first, len(bars) - 1, cut))
-    return bars, bands
+    return bars, bands, thinned
+
+
+def _by_reply(
+    rows: list[dict[str, str]], round_start: float, cut: float, limit: int
+) -> list[dict[str, str]]:
+    """`limit` of a round's devices, evenly by rank of reply (the slowest included), in
+    reply order: the shape of the round, its stragglers at the bottom."""
+    ends = np.array([_span(row, round_start)[1] for row in rows])
+    ends = np.where(np.isnan(ends), max(cut, float(np.nanmax(ends, initial=0.0))) + 1.0, ends)
+    order = np.argsort(ends, kind="stable")
+    ranks = np.unique(np.linspace(0, len(rows) - 1, limit).round().astype(int))
+    return [rows[i] for i in order[ranks]]
 
 
 def timeline(run: Run) -> Figure | str:
@@ -95,7 +128,7 @@ def timeline(run: Run) -> Figure | str:
     rounds = _shown_rounds(run)
     if not rounds:
         return "no device was picked in any round"
-    bars, bands = _bars(run, rounds)
+    bars, bands, thinned = _bars(run, rounds)
     longest = max([b.end for b in bars] + [band[3] for band in bands] + [1e-9])
     scale, unit = time_unit(longest)
     height = min(40.0, max(3.0, 0.17 * len(bars) + 0.25 * len(bands) + 1.2))
@@ -130,7 +163,12 @@ def timeline(run: Run) -> Figure | str:
     ax.set_xlim(left=0)
     picked = _picked_rounds(run)
     shown = "" if len(rounds) == picked else f" ({len(rounds)} of {picked} rounds shown)"
-    ax.set_title(title(run, f"device timeline per round{shown}"), fontsize=10)
+    if thinned:
+        shown += (
+            f"; {min(max(TIMELINE_BARS // len(rounds), MIN_BARS), SAMPLE_BARS)} of up to "
+            f"{thinned:,} devices a round, evenly by reply time (the slowest included)"
+        )
+    ax.set_title(fill(title(run, f"device timeline per round{shown}"), 100), fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     ax.set_axisbelow(True)
     statuses = {b.status for b in bars}
@@ -183,9 +221,16 @@ def energy_per_device(run: Run) -> Figure | str:
             unknown.add(row.get("device", ""))
         else:
             totals[row.get("device", "")][row.get("status", "")] += joules
-    devices = [d for d in run.devices if d in totals]
-    if not devices:
+    if not totals:
         return NO_ENERGY
+    note = (
+        f"; {len(unknown - set(totals))} devices without energy figures"
+        if unknown - set(totals)
+        else ""
+    )
+    if len(totals) > figures_fleet.MAX_DEVICE_ROWS:
+        return figures_fleet.energy(run, totals, note)
+    devices = [d for d in run.fleet.recorded() if d in totals]
     peak = max(sum(v.values()) for v in totals.values())
     scale, unit = energy_unit(peak)
     fig = Figure(figsize=(7.5, max(2.5, 0.2 * len(devices) + 1.3)))
@@ -194,15 +239,10 @@ def energy_per_device(run: Run) -> Figure | str:
     status_bars(ax, devices, by_status, f"energy over the run ({unit}), by how each round ended")
     wasted = sum(v for d in totals.values() for s, v in d.items() if s != "ok")
     total = sum(sum(d.values()) for d in totals.values())
-    note = (
-        f"; {len(unknown - set(totals))} devices without energy figures"
-        if unknown - set(totals)
-        else ""
-    )
     ax.set_title(
         title(
             run,
-            f"energy of the {len(devices)} devices picked: {_amount(total / scale)} {unit}, "
+            f"energy of the {len(devices)} devices picked: {amount(total / scale)} {unit}, "
             f"{100 * wasted / total if total else 0:.0f}% in rounds not ok{note}",
         ),
         fontsize=10,
@@ -223,11 +263,6 @@ class _Stint:
     temp_end: float
     freq_ghz: float
     throttled: bool
-
-
-def _amount(value: float) -> str:
-    """1,234 or 12.3: three significant digits, no exponent."""
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
 def _stints(run: Run) -> tuple[dict[str, list[_Stint]], dict[str, str]]:
@@ -276,30 +311,49 @@ def thermal(run: Run) -> Figure | str:
     latest = max(s.end for points in stints.values() for s in points)
     scale, unit = time_unit(latest)
     colours = profile_colours([profiles[d] for d in stints])
+    by_profile: dict[str, list[_Stint]] = defaultdict(list)
+    for device, points in stints.items():
+        by_profile[profiles[device]].extend(points)
     fig = Figure(figsize=(9, 5.5))
     top, bottom = fig.subplots(2, 1, sharex=True)
-    for device, points in stints.items():
-        colour = colours[profiles[device]]
-        for p in points:
-            top.plot(
-                [p.begin / scale, p.end / scale],
-                [p.temp_start, p.temp_end],
-                color=colour,
-                linewidth=1.2,
+    # One collection per profile, however many devices and rounds: the figure's
+    # artists do not grow with the fleet (100,000 segments are one LineCollection).
+    # Many segments are drawn thinner and translucent, so one profile hides no other.
+    crowded = sum(len(points) for points in by_profile.values()) > CROWDED
+    width, alpha, size = (0.6, 0.35, 4) if crowded else (1.2, 1.0, 10)
+    for profile, points in by_profile.items():
+        colour = colours[profile]
+        begin = np.array([p.begin for p in points]) / scale
+        end = np.array([p.end for p in points]) / scale
+        t0 = np.array([p.temp_start for p in points])
+        t1 = np.array([p.temp_end for p in points])
+        segments = np.stack([np.stack([begin, t0], axis=1), np.stack([end, t1], axis=1)], axis=1)
+        top.add_collection(
+            LineCollection(list(segments), colors=colour, linewidths=width, alpha=alpha)
+        )
+        top.scatter(end, t1, color=colour, s=size, alpha=alpha, linewidths=0)
+        hot = np.array([p.throttled for p in points])
+        if hot.any():
+            top.scatter(
+                end[hot],
+                t1[hot],
+                color="black",
+                marker="x",
+                s=size + 14,
+                zorder=3,
+                linewidths=0.6 if crowded else 1.5,
             )
-        top.scatter(
-            [p.end / scale for p in points], [p.temp_end for p in points], color=colour, s=10
-        )
-        hot = [(p.end / scale, p.temp_end) for p in points if p.throttled]
-        if hot:
-            top.scatter(*zip(*hot, strict=True), color="black", marker="x", s=24, zorder=3)
-        clocked = [p for p in points if not math.isnan(p.freq_ghz)]
+        freq = np.array([p.freq_ghz for p in points])
+        clocked = ~np.isnan(freq)
         bottom.scatter(
-            [(p.begin + p.end) / 2 / scale for p in clocked],
-            [p.freq_ghz for p in clocked],
+            ((begin + end) / 2)[clocked],
+            freq[clocked],
             color=colour,
-            s=12,
+            s=size + 2,
+            alpha=alpha,
+            linewidths=0,
         )
+    top.autoscale_view()
     top.set_ylabel("temperature (°C)")
     bottom.set_ylabel("average clock in round (GHz)")
     cooled = " - each day starts cooled down" if run.by_day else ""
@@ -307,10 +361,13 @@ def thermal(run: Run) -> Figure | str:
     for ax in (top, bottom):
         ax.grid(alpha=0.3)
     handles: list[Artist] = [Line2D([], [], color=c, label=p) for p, c in colours.items()]
-    handles.append(Line2D([], [], color="black", marker="x", linestyle="", label="throttled"))
+    if any(p.throttled for points in by_profile.values() for p in points):
+        handles.append(Line2D([], [], color="black", marker="x", linestyle="", label="throttled"))
     legend_outside(top, handles, top=True)
+    devices = f" ({len(stints):,} devices)" if len(stints) > figures_fleet.MAX_DEVICE_ROWS else ""
     top.set_title(
-        title(run, "temperature from start to end of each training, and clock"), fontsize=10
+        title(run, f"temperature from start to end of each training, and clock{devices}"),
+        fontsize=10,
     )
     return fig
 
@@ -328,9 +385,11 @@ def memory(run: Run) -> Figure | str:
         if not math.isnan(b):
             budget[device] = min(budget.get(device, math.inf), b)
         ooms[device] += row.get("status") == "oom"
-    devices = [d for d in run.devices if d in peak or d in budget]
-    if not devices:
+    if not peak and not budget:
         return "no device reported its memory"
+    if len(set(peak) | set(budget)) > figures_fleet.MAX_DEVICE_ROWS:
+        return figures_fleet.memory(run, peak, budget, ooms)
+    devices = [d for d in run.fleet.recorded() if d in peak or d in budget]
     fig = Figure(figsize=(7.5, max(2.5, 0.22 * len(devices) + 1.3)))
     ax = fig.subplots()
     ys = np.arange(len(devices))

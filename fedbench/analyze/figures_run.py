@@ -8,18 +8,16 @@ saves them; FIGURES lists them in the order a reader looks.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 import numpy as np
-from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+import fedbench.analyze.figures_fleet as figures_fleet
 from fedbench.analyze.runs import Run, participation_fairness
 from fedbench.analyze.style import (
-    STATUS_COLOURS,
     energy_unit,
     integer_axis,
     legend_outside,
+    status_bars,
     time_unit,
 )
 from fedbench.core.records import STATUSES
@@ -123,48 +121,30 @@ def _curve(
     return fig
 
 
-def status_bars(
-    ax: Axes, devices: Sequence[str], by_status: Mapping[str, Sequence[float]], xlabel: str
-) -> None:
-    """One horizontal bar per device, stacked by how its rounds ended, fleet order top down."""
-    left = np.zeros(len(devices))
-    for status in STATUSES:
-        values = np.asarray(by_status.get(status, [0.0] * len(devices)), dtype=float)
-        if values.any():
-            ax.barh(
-                range(len(devices)), values, left=left, color=STATUS_COLOURS[status], label=status
-            )
-            left += values
-    ax.set_yticks(range(len(devices)))
-    ax.set_yticklabels(devices, fontsize=max(4, min(8, 300 // max(len(devices), 1))))
-    ax.invert_yaxis()
-    ax.set_xlabel(xlabel)
-    ax.grid(axis="x", alpha=0.3)
-    ax.set_axisbelow(True)
-    legend_outside(ax)
-
-
 def fairness(run: Run) -> Figure | str:
     """How often each device was picked, split by how its rounds ended; Jain's index."""
     if not run.rows:
         return "no device was picked"
-    counts = {s: [0] * len(run.devices) for s in STATUSES}
-    index = {d: i for i, d in enumerate(run.devices)}
+    if run.fleet.size > figures_fleet.MAX_DEVICE_ROWS:
+        return figures_fleet.fairness(run)
+    devices = run.fleet.names()
+    counts = {s: [0] * len(devices) for s in STATUSES}
+    index = {d: i for i, d in enumerate(devices)}
     for row in run.rows:
         status = row.get("status", "")
         if status in counts and row.get("device") in index:
             counts[status][index[row["device"]]] += 1
-    fig = Figure(figsize=(7.5, max(2.5, 0.18 * len(run.devices) + 1.3)))
+    fig = Figure(figsize=(7.5, max(2.5, 0.18 * len(devices) + 1.3)))
     ax = fig.subplots()
-    status_bars(ax, run.devices, counts, "rounds picked (by how the round ended)")
+    status_bars(ax, devices, counts, "rounds picked (by how the round ended)")
     integer_axis(ax)
-    never = sum(1 for d in run.devices if run.selections.get(d, 0) == 0)
+    never = run.fleet.size - len(run.selections)
     jain = participation_fairness(run)
     ax.set_title(
         title(
             run,
             f"selection fairness: Jain's index {jain:.2f}, {never} of "
-            f"{len(run.devices)} devices never picked",
+            f"{run.fleet.size} devices never picked",
         ),
         fontsize=10,
     )

@@ -21,6 +21,10 @@ included, since the device spent it - summed up to and including the round
 after which the model was evaluated; a report without a figure adds
 nothing (and is counted as unknown), and a run where no report measured
 energy has unknown (NaN) energy, not 0 J.
+
+Nothing here holds an entry per device of the fleet: a run of 1,000,000
+devices is its groups (`RunFleet`) and the devices its records name, so
+loading and analysing a run costs O(device-rounds), whatever the fleet.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import hashlib
 import json
 import math
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -37,8 +42,10 @@ from typing import Any
 import numpy as np
 import yaml
 
+from fedbench.core.device import DeviceSpec
 from fedbench.core.records import STATUSES
 from fedbench.errors import FedbenchError
+from fedbench.experiment.fleet import Fleet
 from fedbench.report.nested import flatten
 
 CONFIG_YAML = "config.yaml"
@@ -85,6 +92,54 @@ class Evaluation:
 
 
 @dataclass(frozen=True)
+class RunFleet:
+    """The fleet of a run without an entry per device: its groups and the devices recorded.
+
+    `position` places every device rounds.csv names in the fleet (devices the
+    config does not name - an old config, a renamed profile - come after it,
+    in the order the records name them).
+    """
+
+    size: int
+    groups: tuple[tuple[str, int, int], ...]  # (profile, first position, devices), fleet order
+    position: dict[str, int]  # every device of rounds.csv -> its place in the fleet
+    spec: Sequence[DeviceSpec] = ()  # the config's fleet (empty: it could not be expanded)
+
+    def profiles(self) -> dict[str, int]:
+        """Profile -> devices in the fleet, in order of first appearance."""
+        out: dict[str, int] = {}
+        for profile, _, count in self.groups:
+            out[profile] = out.get(profile, 0) + count
+        return out
+
+    def recorded(self) -> list[str]:
+        """The devices the records name, in fleet order."""
+        return sorted(self.position, key=self.position.__getitem__)
+
+    def names(self) -> list[str]:
+        """Every device in fleet order: for figures with a row per device (small fleets)."""
+        extra = [d for d in self.recorded() if self.position[d] >= len(self.spec)]
+        return [d.name for d in self.spec] + extra
+
+
+@dataclass(frozen=True)
+class Picks:
+    """rounds.csv as columns, one entry per device-round: where, when and how it ended."""
+
+    position: np.ndarray  # the device's place in the fleet (RunFleet.position)
+    round: np.ndarray
+    status: np.ndarray  # 1 + its index in STATUSES (NOT_PICKED: none of them)
+
+    def heat(self, devices: int, rounds: int) -> np.ndarray:
+        """devices x rounds: NOT_PICKED or 1 + status index (only for a fleet shown row by row)."""
+        heat = np.full((devices, rounds), NOT_PICKED, dtype=np.int8)
+        keep = (self.round >= 1) & (self.round <= rounds) & (self.position < devices)
+        keep &= self.status != NOT_PICKED
+        heat[self.position[keep], self.round[keep] - 1] = self.status[keep]
+        return heat
+
+
+@dataclass(frozen=True)
 class Run:
     path: Path
     experiment: str  # the experiment's name (e.g. study_daily): runs compare within one
@@ -93,14 +148,14 @@ class Run:
     strategy: str  # the strategy's module in strategies/, e.g. "heteroaware"
     strategy_config: dict[str, Any]  # its resolved parameters, seed removed
     seed: int
-    devices: tuple[str, ...]  # every device of the fleet, in fleet order
+    fleet: RunFleet
     status: str  # the summary's: completed | failed | running
     evaluations: tuple[Evaluation, ...]
     selections: dict[str, int]  # device -> rounds it was picked in (any status)
     status_counts: dict[str, int]
     total_energy_j: float
     total_time_s: float
-    heat: np.ndarray  # devices x rounds: NOT_PICKED or 1 + status index
+    picks: Picks
     host_wall_s: float
     config: dict[str, Any] = field(default_factory=dict, repr=False)
     summary: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -177,19 +232,42 @@ def module_of(target: str) -> str:
     return parts[-2] if len(parts) >= 2 else target
 
 
-def read_csv(path: Path) -> list[dict[str, str]]:
+def read_csv(path: Path, required: tuple[str, ...] = ()) -> list[dict[str, str]]:
+    """A run's CSV as rows; one that is not what fedbench writes is refused, naming the line."""
     if not path.is_file():
         return []
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
+    damaged = f"{path}: not a {path.name} fedbench wrote"
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            header = list(reader.fieldnames or [])
+    except UnicodeDecodeError:
+        raise FedbenchError(f"{damaged} (not text)") from None
+    except csv.Error as exc:
+        raise FedbenchError(f"{damaged} ({exc})") from None
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise FedbenchError(f"{damaged} (no column {', '.join(missing)}; it has {len(header)})")
+    for line, row in enumerate(rows, 2):
+        if None in row or None in row.values():
+            raise FedbenchError(f"{damaged} (line {line} has not {len(header)} values)")
+        if "round" in required and not row["round"].strip().isdigit():
+            raise FedbenchError(f"{damaged} (line {line}: round {row['round']!r})")
+    return rows
 
 
 def _read_json(path: Path) -> dict[str, Any]:
+    """summary.json as written; a damaged one is refused rather than read as empty."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
         return {}
-    return data if isinstance(data, dict) else {}
+    except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise FedbenchError(f"{path}: not valid JSON ({str(exc)[:120]})") from None
+    if not isinstance(data, dict):
+        raise FedbenchError(f"{path}: a JSON {type(data).__name__}, not the object fedbench writes")
+    return data
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -214,23 +292,54 @@ def number(cell: object) -> float:
     return _number(cell)
 
 
-def fleet_devices(config: dict[str, Any], rows: list[dict[str, str]]) -> tuple[str, ...]:
-    """The fleet in order (from the config), plus any device only the records name."""
-    names: list[str] = []
+def run_fleet(config: dict[str, Any], rows: list[dict[str, str]]) -> RunFleet:
+    """The fleet from the config (its groups), placing every device the records name."""
+    spec: Fleet | None = None
     fleet = config.get("fleet")
     if isinstance(fleet, dict):
         from fedbench.experiment.fleet import expand_fleet
 
         try:
-            names = [d.name for d in expand_fleet(fleet)]
+            spec = expand_fleet(fleet)
         except FedbenchError:
-            names = []  # a config this fedbench cannot expand: the records still name devices
-    seen = set(names)
+            spec = None  # a config this fedbench cannot expand: the records still name devices
+    position: dict[str, int] = {}
+    size = len(spec) if spec is not None else 0
     for row in rows:
-        if row.get("device") and row["device"] not in seen:
-            seen.add(row["device"])
-            names.append(row["device"])
-    return tuple(names)
+        name = row.get("device", "")
+        if not name or name in position:
+            continue
+        at = spec.index_of(name) if spec is not None else None
+        if at is None:
+            at, size = size, size + 1
+        position[name] = at
+    if spec is None:
+        return RunFleet(size, _groups_of(position, rows), position)
+    groups = tuple(
+        (p, int(start), c)
+        for p, start, c in zip(spec.profiles, spec.starts[:-1], spec.counts, strict=True)
+    )
+    extra = size - len(spec)
+    return RunFleet(
+        size,
+        groups + ((("(not in the config)", len(spec), extra),) if extra else ()),
+        position,
+        spec,
+    )
+
+
+def _groups_of(
+    position: dict[str, int], rows: list[dict[str, str]]
+) -> tuple[tuple[str, int, int], ...]:
+    """Without a config's fleet: one group per profile the records name, in record order."""
+    profile = {row.get("device", ""): row.get("profile", "") or "?" for row in rows}
+    groups: list[list[Any]] = []
+    for name in sorted(position, key=position.__getitem__):
+        if groups and groups[-1][0] == profile[name]:
+            groups[-1][2] += 1
+        else:
+            groups.append([profile[name], position[name], 1])
+    return tuple((str(p), int(a), int(c)) for p, a, c in groups)
 
 
 def load_run(path: Path) -> Run:
@@ -238,10 +347,10 @@ def load_run(path: Path) -> Run:
         raise FedbenchError(f"{path}: no such run folder")
     config = _read_yaml(path / CONFIG_YAML)
     summary = _read_json(path / SUMMARY_JSON)
-    rows = read_csv(path / ROUNDS_CSV)
+    rows = read_csv(path / ROUNDS_CSV, ("round", "device", "status"))
     server_path = path / SERVER_ROUNDS_CSV
-    server_rows = read_csv(server_path) if server_path.is_file() else None
-    devices = fleet_devices(config, rows)
+    server_rows = read_csv(server_path, ("round",)) if server_path.is_file() else None
+    fleet = run_fleet(config, rows)
     days = [d for d in summary.get("days", []) if isinstance(d, dict)]
     last = max(
         [int(d.get("round", 0)) for d in days]
@@ -284,14 +393,14 @@ def load_run(path: Path) -> Run:
         strategy_config=strategy,
         seed=int(config.get("seed", 0) or 0),
         arms=arms_of(config, summary),
-        devices=devices,
+        fleet=fleet,
         status=str(summary.get("status", "unknown")),
         evaluations=tuple(evaluations),
         selections=dict(Counter(row["device"] for row in rows)),
         status_counts={s: sum(row.get("status") == s for row in rows) for s in STATUSES},
         total_energy_j=float(energy_j[-1]) if energy_seen[-1] else math.nan,
         total_time_s=float(time_s[-1]),
-        heat=_heat(rows, devices, last),
+        picks=_picks(rows, fleet),
         host_wall_s=_number(totals.get("host_wall_s")),
         config=config,
         summary=summary,
@@ -396,14 +505,13 @@ def round_energy(rows: list[dict[str, str]], last: int) -> np.ndarray:
     return energy
 
 
-def _heat(rows: list[dict[str, str]], devices: tuple[str, ...], rounds: int) -> np.ndarray:
-    index = {d: i for i, d in enumerate(devices)}
-    heat = np.full((len(devices), rounds), NOT_PICKED, dtype=np.int64)
-    for row in rows:
-        status = row.get("status", "")
-        if row.get("device") in index and status in STATUSES and int(row["round"]) >= 1:
-            heat[index[row["device"]], int(row["round"]) - 1] = 1 + STATUSES.index(status)
-    return heat
+def _picks(rows: list[dict[str, str]], fleet: RunFleet) -> Picks:
+    code = {s: 1 + i for i, s in enumerate(STATUSES)}
+    return Picks(
+        np.array([fleet.position.get(row.get("device", ""), -1) for row in rows], dtype=np.int64),
+        np.array([int(row["round"]) for row in rows], dtype=np.int64),
+        np.array([code.get(row.get("status", ""), NOT_PICKED) for row in rows], dtype=np.int8),
+    )
 
 
 def time_to_target(run: Run, target: float) -> Reached:
@@ -414,14 +522,19 @@ def time_to_target(run: Run, target: float) -> Reached:
     return Reached(target, None)
 
 
-def jain_index(counts: list[int] | np.ndarray) -> float:
-    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 = all equal, 1/n = one takes all."""
+def jain_index(counts: list[int] | np.ndarray, n: int | None = None) -> float:
+    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 = all equal, 1/n = one takes all.
+
+    `n`: the population the counts are of, when only the non-zero ones are given
+    (a device never picked adds nothing to either sum, only to n).
+    """
     x = np.asarray(counts, dtype=np.float64)
-    if len(x) == 0 or not np.any(x):
+    n = len(x) if n is None else n
+    if n == 0 or not np.any(x):
         return math.nan
-    return float(x.sum() ** 2 / (len(x) * np.square(x).sum()))
+    return float(x.sum() ** 2 / (n * np.square(x).sum()))
 
 
 def participation_fairness(run: Run) -> float:
     """Jain's index over how often each device of the fleet was picked (never = 0)."""
-    return jain_index([run.selections.get(d, 0) for d in run.devices])
+    return jain_index(list(run.selections.values()), run.fleet.size)

@@ -11,18 +11,21 @@ a paper).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")  # files only: analyses run on headless servers and in CI
 import matplotlib.pyplot as plt  # noqa: E402 - after the backend choice
+import numpy as np  # noqa: E402
 from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from fedbench.report.records import STATUSES  # noqa: E402
 
 FORMATS: tuple[str, ...] = ("png", "pdf")
 DPI = 150
@@ -135,6 +138,11 @@ def energy_unit(max_joules: float) -> tuple[float, str]:
     return 1e6, "MJ"
 
 
+def amount(value: float) -> str:
+    """1,234 or 12.3: three significant digits, no exponent."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def integer_axis(ax: Axes, axis: str = "x") -> None:
     """Rounds and days are whole numbers: no 2.5 on their axis."""
     locator = MaxNLocator(integer=True)
@@ -160,8 +168,11 @@ def legend_outside(
 def save(fig: Figure, stem: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
     """Write `stem`.png/.pdf (tight: legends outside the axes are kept) and close the figure."""
     stem.parent.mkdir(parents=True, exist_ok=True)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    if fig.get_layout_engine() is not None:
+        fig.draw_without_rendering()  # a constrained layout is only laid out when drawn
     # The tight box once for every format (bbox_inches="tight" lays the figure out per file).
-    box = fig.get_tightbbox(FigureCanvasAgg(fig).get_renderer()).padded(0.08)
+    box = fig.get_tightbbox(renderer).padded(0.08)
     paths = []
     for fmt in formats:
         path = stem.with_suffix(f".{fmt}")
@@ -169,3 +180,31 @@ def save(fig: Figure, stem: Path, formats: Sequence[str] = FORMATS) -> list[Path
         paths.append(path)
     plt.close(fig)
     return paths
+
+
+def status_bars(
+    ax: Axes,
+    devices: Sequence[str],
+    by_status: Mapping[str, Sequence[float]],
+    xlabel: str,
+    legend: bool = True,
+) -> np.ndarray:
+    """One horizontal bar per device (or profile), stacked by how its rounds ended, top down;
+    returns each bar's length."""
+    left = np.zeros(len(devices))
+    for status in STATUSES:
+        values = np.asarray(by_status.get(status, [0.0] * len(devices)), dtype=float)
+        if values.any():
+            ax.barh(
+                range(len(devices)), values, left=left, color=STATUS_COLOURS[status], label=status
+            )
+            left += values
+    ax.set_yticks(range(len(devices)))
+    ax.set_yticklabels(devices, fontsize=max(4, min(8, 300 // max(len(devices), 1))))
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.grid(axis="x", alpha=0.3)
+    ax.set_axisbelow(True)
+    if legend:
+        legend_outside(ax)
+    return left

@@ -45,6 +45,7 @@ TOP_LEVEL_HELP: dict[str, str] = {
     "allow_targets": "modules a resumed folder's config may name in _target_ (docs/security.md)",
     "resume_untrusted": "resume a checkpoint this account's key cannot verify (content checked)",
     "verbose": "show Flower's and Ray's logs on the console (always in flower.log)",
+    "dry_run": "check everything and print what would run; no run folder, no processes",
 }
 EXAMPLES = (
     "python -m fedbench experiment=daily_densenet",
@@ -58,7 +59,9 @@ OTHER_COMMANDS = (
     ("fedbench.bench", "what one model costs on emulated devices"),
     ("fedbench.characterize", "papers 000-002's characterisation studies"),
     ("fedbench.device", "join a deployment as a physical device"),
+    ("fedbench.fleet", "describe: a fleet's drawn population, printed and plotted"),
     ("fedbench.profile_device", "profile this device into a profile YAML"),
+    ("fedbench.security", "issue-tls: a private CA and SuperLink certificate"),
 )
 
 

@@ -3,6 +3,7 @@
     fedbench run experiment=daily_densenet        = python -m fedbench experiment=daily_densenet
     fedbench bench device=rpi4 model=lenet ...     = python -m fedbench.bench ...
     fedbench analyze multirun/2025-01-01/12-00-00  = python -m fedbench.analyze ...
+    fedbench fleet describe fleet=phones_100       = python -m fedbench.fleet describe ...
 
 Each subcommand is the module's own `main`, given the rest of the command
 line, so the two spellings cannot drift apart. `fedbench key=value ...`
@@ -24,7 +25,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("fedbench.bench", "what one model's training costs on emulated devices"),
     "characterize": ("fedbench.characterize.cli", "papers 000-002's characterisation studies"),
     "device": ("fedbench.device", "join a deployment as a physical device"),
+    "fleet": ("fedbench.fleet", "a fleet's drawn population (fleet describe ...)"),
     "profile": ("fedbench.profile_device", "profile this device into a profile YAML"),
+    "security": ("fedbench.security", "a private CA and server certificate (issue-tls)"),
 }
 
 

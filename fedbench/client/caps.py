@@ -1,118 +1,161 @@
-"""A device's real limits around one training call in a simulation worker.
+"""A device's real limits around one call (`runtime.enforce_caps`).
 
 Every call runs with `torch` threads set for the device. With
-`runtime.enforce_caps=true` an emulated device's call also runs under its
-profile's real caps, as the deployment's local SuperNodes do for a whole
-node (fedbench.runtime.limits):
+`runtime.enforce_caps=true` an emulated device's call runs under its
+profile's real caps, in a process of its own (fedbench.client.isolated), so
+a call that runs out of memory ends with its process and the next device
+gets a healthy worker:
 
-- threads: min(the device's cores - or `fleet.knobs.cores` - , the
-  worker's `runtime.client_cpus`), pinned to that many of the worker's CPUs;
-- memory: the device's training budget at the call's virtual time on top of
-  what the idle worker already holds (its reservation, measured at the start
-  of the call): a cgroup v2 `memory.max` where this process may create one,
-  else `RLIMIT_AS` over the worker's current address space. A training that
-  needs more than the device has fails for real - the allocator's error - and
-  the device mod reports it as `oom` with the OS's words.
+- threads: min(the device's training threads - its meter's `caps`: the
+  profile's `framework.threads`, or `fleet.knobs.cores` - , the worker's
+  `runtime.client_cpus`), one CPU each: pinned to that many of the
+  worker's CPUs (spread over them by device index);
+- memory: the device's training budget at the call's virtual time, for
+  what the call touches beyond the worker it was forked from: a fresh
+  cgroup (v2 `memory.max`, or v1 `memory.limit_in_bytes`) where this
+  process may create one, else `RLIMIT_AS` over the call's address space at
+  its start (fedbench.runtime.limits, README "Real caps").
 
-Workers serve devices of many profiles, so caps are set per call and lifted
-after it; thermals stay emulated on the virtual clock.
+A training that needs more than the device has fails for real - the
+allocator's error, or the kernel's OOM kill at the cgroup's cap - and the
+device mod reports it `oom` with the OS's words and the cap's name. Thermals
+stay emulated on the virtual clock.
+
+The memory planner plans with predicted tensor bytes; the real process holds
+more (allocator slack, kernels' scratch, the pages it writes). Where a
+planned call (fedbench's own handler, `train.memory_planner=auto`) runs out
+of its real cap, it is planned again for `REPLAN_SHARE` of what it was
+planned for, in a fresh process, up to `REPLANS` times; the worker remembers
+the share that fitted, so the device's next rounds start from it.
 """
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import os
-import resource
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import TypeVar
 
 import torch
+from flwr.app import Context
 
+from fedbench.client.isolated import CallFailed, Limits, out_of_memory, run_isolated
 from fedbench.client.seat import Seat
+from fedbench.core.meter import Caps
 from fedbench.runtime.base import build_runtime
-from fedbench.runtime.limits import cgroup_parent, make_cgroup
+from fedbench.runtime.limits import MemoryGroups, memory_groups
 
-MB = 1 << 20
+T = TypeVar("T")
+
+__all__ = [
+    "capped_call",
+    "device_caps",
+    "failure",
+    "limits_for",
+    "planning_share",
+    "warm_up",
+]
+
+REPLAN_SHARE = 0.7  # of the budget planned for, after a real out-of-memory
+REPLANS = 3
+_SHARE: ContextVar[float] = ContextVar("fedbench_planning_share", default=1.0)
+# (profile, budget MB, model, batch size) -> the share of the budget a plan fitted in, here
+_FITTED: dict[tuple[str, int, str, int], float] = {}
 
 
-@contextlib.contextmanager
-def capped(seat: Seat) -> Iterator[None]:
-    runtime = build_runtime(seat.experiment)
-    caps = seat.meter.caps(seat.task.now_s)
-    if not runtime.enforce_caps or caps is None:
-        torch.set_num_threads(runtime.client_cpus)
-        yield
-        return
-    threads = max(1, min(caps.cores, runtime.client_cpus))
+_WARM_UPS: list[Callable[[Seat], object]] = []
+
+
+def warm_up(prepare: Callable[[Seat], object]) -> Callable[[Seat], object]:
+    """Register `prepare(seat)`, run in the worker before each capped call is forked.
+
+    A child's caches die with it: what every child of a worker would build
+    again (the data split, the model) is built once here instead, on one
+    torch thread (fedbench.client.isolated: the worker never starts a team).
+    """
+    _WARM_UPS.append(prepare)
+    return prepare
+
+
+def planning_share() -> float:
+    """The share of the device's budget the memory planner plans for in this call."""
+    return _SHARE.get()
+
+
+def device_caps(seat: Seat) -> Caps | None:
+    """The seated device's cores and training budget now (its meter's to answer); None for
+    a device whose meter has no caps (not emulated)."""
+    return seat.meter.caps(seat.task.now_s)
+
+
+def limits_for(caps: Caps, client_cpus: int, device_index: int) -> Limits:
+    """The call's threads, CPUs and memory cap on this host."""
+    threads = max(1, min(caps.cores, client_cpus))
     allowed = sorted(os.sched_getaffinity(0))
-    budget_mb = int(caps.memory_mb)
-    with _pinned(allowed[:threads]), _memory(budget_mb, seat.device.profile):
-        previous = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(previous)
+    threads = min(threads, len(allowed))
+    at = device_index * threads
+    cpus = tuple(sorted(allowed[(at + k) % len(allowed)] for k in range(threads)))
+    return Limits(threads, cpus, max(1, int(caps.memory_mb)), _groups())
 
 
-@contextlib.contextmanager
-def _pinned(cpus: list[int]) -> Iterator[None]:
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, cpus)
-    try:
-        yield
-    finally:
-        os.sched_setaffinity(0, before)
+@functools.lru_cache(maxsize=1)
+def _groups() -> MemoryGroups | None:
+    return memory_groups()
 
 
-@contextlib.contextmanager
-def _memory(budget_mb: int, profile: str) -> Iterator[None]:
-    parent = cgroup_parent()
-    if parent is not None:
-        with _in_cgroup(parent, budget_mb, profile):
-            yield
-        return
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    limit = _address_space() + budget_mb * MB
-    if hard != resource.RLIM_INFINITY:
-        limit = min(limit, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
-    try:
-        yield
-    finally:
-        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+def capped_call(seat: Seat, context: Context, call: Callable[[], T], replan: bool = False) -> T:
+    """`call()` for the seated device, under its caps when the experiment enforces them.
 
+    Capped, it runs in a child process; what the handler left on the seat
+    (its measured cost and loss) and in `context.state` comes back with it.
+    `replan`: the call plans its memory through `planning_share()` (module
+    docstring).
+    """
+    runtime = build_runtime(seat.experiment)
+    caps = device_caps(seat) if runtime.enforce_caps else None
+    if caps is None:
+        torch.set_num_threads(runtime.client_cpus)
+        return call()
+    limits = limits_for(caps, runtime.client_cpus, seat.device.index)
+    torch.set_num_threads(1)  # the worker's own torch work (fedbench.client.isolated)
+    for prepare in _WARM_UPS:
+        prepare(seat)
 
-@contextlib.contextmanager
-def _in_cgroup(parent: Path, budget_mb: int, profile: str) -> Iterator[None]:
-    reservation = _resident() // MB
-    name = f"fedbench-worker-{os.getpid()}-{Path(profile).stem}"
-    group = make_cgroup(parent, name, budget_mb + reservation)
-    (group / "cgroup.procs").write_text(str(os.getpid()))
-    try:
-        yield
-    finally:
-        (parent / "cgroup.procs").write_text(str(os.getpid()))  # back where it was
+    def child() -> tuple[T, object, object, object]:
+        value = call()
+        return value, seat.measured.cost, seat.measured.loss, context.state
 
-
-def _address_space() -> int:
-    """Bytes of virtual address space this process holds now (VmSize)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmSize:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
-def _resident() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
-
-
-def out_of_memory(exc: BaseException) -> bool:
-    """An allocation the OS (or the cap) refused."""
-    text = str(exc)
-    return (
-        isinstance(exc, MemoryError) or "can't allocate memory" in text or "out of memory" in text
+    replan = replan and seat.experiment.train.memory_planner == "auto"
+    key = (
+        seat.device.profile,
+        limits.memory_mb or 0,
+        seat.experiment.model.name,
+        seat.experiment.train.batch_size,
     )
+    share = _FITTED.get(key, 1.0) if replan else 1.0
+    for attempt in range(REPLANS + 1):
+        token = _SHARE.set(share)
+        try:
+            value, cost, loss, state = run_isolated(child, limits)
+        except CallFailed as exc:
+            if not (replan and exc.out_of_memory and attempt < REPLANS):
+                if share < 1.0:
+                    exc.reason += f" (planned for {share:.0%} of the budget)"
+                raise
+            share *= REPLAN_SHARE
+            continue
+        finally:
+            _SHARE.reset(token)
+        if replan:
+            _FITTED[key] = share
+        seat.measured.cost, seat.measured.loss = cost, loss  # type: ignore[assignment]
+        context.state = state  # type: ignore[assignment]
+        return value
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def failure(exc: BaseException) -> tuple[str, str]:
+    """(status, reason) of a call that raised: `oom` where the device ran out of its memory."""
+    reason = exc.reason if isinstance(exc, CallFailed) else f"{type(exc).__name__}: {exc}"
+    return ("oom" if out_of_memory(exc) else "failed"), reason

@@ -4,8 +4,10 @@ It runs under the device mod (fedbench.client.mod.DeclaredDeviceMod), which
 seated the message: it takes the device's data for the round from the
 scenario, asks the memory planner for a plan that fits the device's budget
 (the seat's meter), trains for real and reports the cost through
-`seat.measure`. What the Flower strategy sends in the message's config is
-honoured: `proximal-mu` (FedProx) adds the proximal term to local training.
+`seat.measure`. Local training is what the message's train config says, read
+the Flower way: the hyperparameters (`lr`, `local-epochs`, `batch-size`, ...:
+fedbench.train.hyper) and every key an algorithm's client half is registered
+for (`proximal-mu`: FedProx's proximal term; fedbench.algorithms).
 A worker keeps its model, scenario and data context between messages. When
 one call carries several devices (fedbench.client.group), those that can
 train together do so in one vmapped pass if that is measured to be faster
@@ -29,20 +31,23 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from torch import nn
 
+from fedbench.algorithms.base import client_halves, load_algorithm
 from fedbench.arrays import decode, state_dict_record
+from fedbench.client.caps import planning_share, warm_up
 from fedbench.client.group import current_group
 from fedbench.client.seat import Seat, current_seat, seat_of
 from fedbench.core.meter import TrainJob
 from fedbench.core.plans import FULL
 from fedbench.data.source import Tensors
 from fedbench.errors import FedbenchError
-from fedbench.experiment.build import build_model, workload_optimizer
+from fedbench.experiment.build import build_model
 from fedbench.experiment.schema import Experiment, ModelConfig
 from fedbench.measure.workload import measure_workload
 from fedbench.protocol import METRICS, NUM_EXAMPLES
 from fedbench.runtime.base import build_runtime
 from fedbench.scenarios.base import build_scenario
 from fedbench.scenarios.context import data_context
+from fedbench.train import hyper
 from fedbench.train.accelerator import worker_device
 from fedbench.train.batched import (
     batchable,
@@ -54,8 +59,6 @@ from fedbench.train.batched import (
 from fedbench.train.loop import TrainParams, step_sizes, train_local
 from fedbench.train.resident import Resident
 from fedbench.train.round_plan import RoundPlan, plan_round
-
-PROXIMAL_MU = "proximal-mu"  # FedProx's key in the train config (flwr.serverapp.strategy.FedProx)
 
 
 def train(msg: Message, context: Context) -> Message:
@@ -98,7 +101,7 @@ def _global_state(arrays: ArrayRecord, device: torch.device) -> dict[str, torch.
 @functools.lru_cache(maxsize=2)
 def _device(experiment: Experiment) -> torch.device:
     """Where this worker trains: the runtime's accelerator as the runtime resolved it."""
-    return worker_device(build_runtime(experiment).accelerator)
+    return worker_device(build_runtime(experiment).worker_accelerator())
 
 
 @functools.lru_cache(maxsize=2)
@@ -108,20 +111,11 @@ def _resident(experiment: Experiment, device: torch.device) -> Resident:
 
 
 def train_params(experiment: Experiment, config: ConfigRecord | None) -> TrainParams:
-    t = experiment.train
-    mu = config.get(PROXIMAL_MU, 0.0) if config is not None else 0.0
-    if isinstance(mu, bool) or not isinstance(mu, (int, float)) or not mu >= 0:
-        raise FedbenchError(f"malformed server message: {PROXIMAL_MU}={mu!r}")
-    return TrainParams(
-        batch_size=t.batch_size,
-        local_epochs=t.local_epochs,
-        lr=t.lr,
-        momentum=t.momentum,
-        weight_decay=t.weight_decay,
-        bn_momentum_scaled=t.bn_momentum_scaled,
-        optimizer=t.optimizer,
-        proximal_mu=float(mu),
-    )
+    """Local training as the round's train config says (the experiment's where it is silent)."""
+    config = config if config is not None else ConfigRecord()
+    load_algorithm(experiment.algorithm.target)  # registers its client half, if it has one
+    params = hyper.from_config(config, experiment.train.params())
+    return dataclasses.replace(params, halves=client_halves(config))
 
 
 @dataclass(frozen=True)
@@ -160,7 +154,7 @@ def _prepare(seat: Seat, model: nn.Module, params: TrainParams) -> Prepared:
     )
     seed = experiment.seed * 1_000_003 + task.round * 10_007 + task.device_index
     # The memory plan for the device's budget (fedbench.train.round_plan).
-    rp = plan_round(model, job, seat.meter, experiment.train.memory_planner)
+    rp = plan_round(model, job, seat.meter, experiment.train.memory_planner, planning_share())
     return Prepared(seat, data, rp, seed)
 
 
@@ -214,8 +208,8 @@ def _from_batch(
     device's own call then takes its result. `model` holds the global weights.
     """
     group = current_group()
-    if len(group) < 2:
-        return None
+    if len(group) < 2 or build_runtime(prepared.seat.experiment).enforce_caps:
+        return None  # capped, each device trains in its own process under its own limits
     key = group[0].metadata.message_id or str(id(group))
     if key not in _BATCH:
         _BATCH.clear()
@@ -256,15 +250,23 @@ def _step_bytes(prepared: Prepared, model: nn.Module, params: TrainParams) -> in
     where a chunk is never limited by memory."""
     if next(model.parameters()).device.type == "cpu":
         return 0
-    job, experiment = prepared.plan.job, prepared.seat.experiment
+    job = prepared.plan.job
     workload = measure_workload(
         model,
         job.input_shape,
         min(params.batch_size, len(prepared.data)),
         model_name=job.model_name,
-        optimizer=workload_optimizer(experiment.train),
+        optimizer=params.optimizer.workload(params.momentum),
     )
     return device_bytes(workload)
+
+
+@warm_up
+def _warm(seat: Seat) -> None:
+    """Built in the worker before a capped call forks (fedbench.client.caps.warm_up)."""
+    if seat.experiment.app is None:  # fedbench's own app: this handler's caches
+        data_context(seat.experiment, seat.num_devices)
+        _model(seat.experiment.model, _device(seat.experiment))
 
 
 @functools.lru_cache(maxsize=2)

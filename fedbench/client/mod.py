@@ -11,9 +11,13 @@ that wraps a ClientApp's handlers. For a fedbench message it
    `context.node_config`, with `fedbench-accelerator` (where the worker
    trains: "cpu" or "cuda:0", runtime.accelerator), and the app's run config
    in `context.run_config`;
-3. applies the device's caps (torch threads = `runtime.client_cpus`);
+3. applies the device's caps (torch threads = `runtime.client_cpus`; with
+   `runtime.enforce_caps` the profile's threads, CPUs and memory, the call
+   in a process of its own: fedbench.client.caps);
 4. for a train message, runs the handler under the device's meter and adds
-   the RoundReport and the device's state to the reply (fedbench.protocol).
+   the RoundReport and the device's state to the reply (fedbench.protocol),
+   and the keys of the train config a client half needs that the handler
+   never read (fedbench.client.reads: the server warns once per run).
 
 How the handler's training is costed is the one hook a subclass overrides:
 `DeviceMod` watches whatever the handler executes (an emulated device: the
@@ -36,10 +40,12 @@ import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from flwr.app import ArrayRecord, Context, Message, MessageType, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.clientapp.typing import ClientAppCallable
 
-from fedbench.client.caps import capped, out_of_memory
+from fedbench.algorithms.base import load_algorithm
+from fedbench.client.caps import capped_call, failure
+from fedbench.client.reads import tracked, unread
 from fedbench.client.seat import DEVICE_NAME_KEY, Seat, seat_of, seated
 from fedbench.core.meter import Cost, WatchJob
 from fedbench.core.records import CSV_FIELDS, RoundReport, to_record
@@ -51,6 +57,7 @@ from fedbench.protocol import (
     REPORT,
     STATE,
     TASK,
+    UNREAD,
     state_record,
 )
 from fedbench.runtime.base import build_runtime
@@ -73,27 +80,42 @@ class HandlerDidNotMeasure(RuntimeError):
 class DeviceMod:
     """Seat, cap and meter a ClientApp's messages (see the module docstring)."""
 
+    # The handler plans its memory (fedbench.client.caps.planning_share): a real
+    # out-of-memory under the device's caps is planned again for less.
+    plans_memory = False
+
     def __call__(self, msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
         seat = seat_of(msg, context)
         if seat is None:
             return call_next(msg, context)
         msg = _without_task(msg)
-        with seated(seat), _as_device(context, seat), capped(seat):
+        with seated(seat), _as_device(context, seat):
             if msg.metadata.message_type.split(".")[0] != MessageType.TRAIN:
-                return call_next(msg, context)
-            return self._train(seat, msg, context, call_next)
+                return capped_call(seat, context, lambda: call_next(msg, context))
+            load_algorithm(seat.experiment.algorithm.target)  # its client half's keys
+            msg, configs = tracked(msg)
+            reply = self._train(seat, msg, context, call_next)
+            missed = unread(configs)
+            if missed and reply.content.array_records:  # it trained, without them
+                reply.content[UNREAD] = ConfigRecord({"keys": missed})
+            return reply
 
     def _train(
         self, seat: Seat, msg: Message, context: Context, call_next: ClientAppCallable
     ) -> Message:
         start = time.perf_counter()
         try:
-            reply, cost = self.metered(seat, msg, context, call_next)
+            reply, cost = capped_call(
+                seat,
+                context,
+                lambda: self.metered(seat, msg, context, call_next),
+                self.plans_memory,
+            )
         except Exception as exc:  # noqa: BLE001 - a device failure is data, reported with its reason
             traceback.print_exc()
             reply = Message(RecordDict(), reply_to=msg)
-            status = "oom" if out_of_memory(exc) else "failed"
-            cost = Cost(status=status, reason=f"{type(exc).__name__}: {exc}")
+            status, reason = failure(exc)
+            cost = Cost(status=status, reason=reason)
         if cost.status != "ok":  # the device could not have produced this update
             for key in list(reply.content.array_records):
                 del reply.content[key]
@@ -130,6 +152,8 @@ class DeviceMod:
 class DeclaredDeviceMod(DeviceMod):
     """For a handler that measures its own training with `current_seat().measure`."""
 
+    plans_memory = True
+
     def metered(
         self, seat: Seat, msg: Message, context: Context, call_next: ClientAppCallable
     ) -> tuple[Message, Cost]:
@@ -148,7 +172,7 @@ def _as_device(context: Context, seat: Seat) -> Iterator[None]:
     saved = dict(context.node_config), dict(context.run_config)
     context.node_config[PARTITION_ID] = seat.device.index
     context.node_config[NUM_PARTITIONS] = seat.num_devices
-    accelerator = build_runtime(seat.experiment).accelerator
+    accelerator = build_runtime(seat.experiment).worker_accelerator()
     context.node_config[ACCELERATOR] = str(worker_device(accelerator))
     app = seat.experiment.app
     if app is not None:

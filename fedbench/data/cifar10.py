@@ -152,6 +152,12 @@ class Cifar10Source(DataSource):
     def ensure_files(self) -> Path:
         """The batch folder, extracted (and downloaded if allowed) when missing."""
         root = self.root_path
+        existing = next(p for p in (root, *root.parents) if p.exists())
+        if not existing.is_dir():
+            raise FedbenchError(
+                f"data.source.root={self.root!r}: {existing} is a file, not a folder; give the "
+                "folder that holds (or will hold) cifar-10-batches-py/ - FEDBENCH_DATA sets it"
+            )
         folder = root / FOLDER
         if self._missing(folder):
             archive = root / ARCHIVE

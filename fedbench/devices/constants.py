@@ -120,6 +120,12 @@ class CpuFramework:
     # graph every step, as MNN's does, faults in and zeroes those pages
     # every step, so its time per sample grows with the batch.
     fault_cycles_per_kb: Annotated[float, Bound("cycles per KB", 0.0, 1e5)]
+    # Passes a normalisation makes over the bytes it touches, as a multiple of
+    # reading its operands and writing its result once: a training batch
+    # norm reads its input twice (statistics, then normalise) and its
+    # backward reads input and gradient twice (reduction, then elementwise),
+    # so 1.5-1.7x; an elementwise op that streams once is 1.
+    norm_passes: Annotated[float, Bound("x the call's bytes", 1.0, 8.0)] = 1.0
 
 
 @dataclass(frozen=True)
@@ -134,7 +140,7 @@ class GpuFramework:
     occupancy_half_per_lane: Annotated[float, Bound("elements per lane", 0.01, 1e5)]
     launch_us: Annotated[float, Bound("us per kernel", 0.0, 1e5)]
     # Host-side work per call on the CPU's main core (graph executor,
-    # argument setup), overlapping the GPU's queue.
+    # argument setup).
     dispatch_kcycles: Kcycles
     # Share of each call's operand bytes copied between host and device
     # memory (OpenCL buffers/images mapped per op), at the profile's copy
@@ -151,6 +157,14 @@ class GpuFramework:
     # is not measured per output (no published RSS).
     rss_per_unfold_byte: Annotated[float, Bound("x", 0.0, 20.0)] = 0.0
     rss_per_output_byte: Annotated[float, Bound("x", 0.0, 20.0)] = 0.0
+    # Share of the host's dispatch hidden behind the GPU's work: 1 for an
+    # asynchronous queue (CUDA streams: the host issues call i+1 while the
+    # GPU runs call i, so a call costs the slower of the two), 0 for an
+    # executor that waits on every call (the two add up).
+    overlap: Annotated[float, Bound("fraction", 0.0, 1.0)] = 1.0
+    # Host-device synchronisation per call on top of both (an executor that
+    # maps each result back, or finishes the queue, before the next call).
+    sync_us: Annotated[float, Bound("us per call", 0.0, 1e5)] = 0.0
 
 
 @dataclass(frozen=True)
@@ -171,6 +185,14 @@ class Shared:
     # throughput (page-reclaim thrashing: every step pages its excess out
     # and back in).
     swap_efficiency: Annotated[float, Bound("fraction", 1e-4, 1.0)]
+    # The power model's activity factors, fitted to whole-device power
+    # measured during training (calibration/report.md, energy): a training
+    # step's CPU power as a multiple of the profile's rated busy-core power,
+    # and the SoC's energy per DRAM byte (controller, interconnect, system
+    # cache and PHY on top of the DRAM itself) as a multiple of the profile's
+    # `mem_w_per_gbs`.
+    core_power_scale: Annotated[float, Bound("x the profile's core power", 0.1, 10.0)] = 1.0
+    dram_energy_scale: Annotated[float, Bound("x the profile's mem_w_per_gbs", 0.1, 100.0)] = 1.0
 
 
 @dataclass(frozen=True)

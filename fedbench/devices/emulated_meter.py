@@ -68,13 +68,14 @@ class EmulatedMeter(Meter):
         )
 
     def caps(self, now_s: float | None = None) -> Caps:
-        """Its cores (fleet.knobs.cores if set) and its training budget at `now_s`.
+        """The cores it trains on (its framework's threads, or fleet.knobs.cores) and its
+        training budget at `now_s`.
 
         Without a time, the profile's budget: a process that lives the whole run
         is held to the budget the device has without memory pressure.
         """
         memory = self.profile.memory.train_budget_mb if now_s is None else self.budget_mb_at(now_s)
-        return Caps(self.knobs.cores or self.profile.total_cores, memory)
+        return Caps(self.knobs.cores or self.profile.framework.threads, memory)
 
     def budget_mb_at(self, now_s: float) -> float:
         """Memory the device leaves to training at virtual time `now_s` (memory.pressure)."""

@@ -66,6 +66,7 @@ class Emulation:
     rss_mb: float = math.nan  # peak resident set of the process (runtime + tensors)
     swapped_mb: float = 0.0  # resident set beyond what the device keeps resident
     processor: str = "cpu"
+    gpu_busy_frac: float = 0.0  # share of the time the GPU runs kernels (tegrastats' GR3D)
 
     def to_cost(self, comm_s: float, plan: str) -> Cost:
         extra = {f"time_{k}_s": v for k, v in self.time_s.items()}
@@ -162,7 +163,7 @@ def emulate(
 
     time_s = dict.fromkeys(TIME_TERMS, 0.0)
     energy = dict.fromkeys(ENERGY_TERMS, 0.0)
-    total_s = freq_s = throttled_s = busy_s = 0.0
+    total_s = freq_s = throttled_s = busy_s = gpu_s = 0.0
     temp = state.temp_c
     for w, count in workloads:
         at = _LevelCosts(profile, w, knobs, consts, framework)
@@ -176,6 +177,7 @@ def emulate(
             total_s += seg.seconds
             freq_s += cost.freq_ghz * seg.seconds
             busy_s += cost.busy_cores * seg.seconds
+            gpu_s += cost.gpu_busy_s * seg.steps
             throttled_s += seg.seconds if seg.level > 0 else 0.0
             temp = seg.temp_end_c
 
@@ -218,6 +220,7 @@ def emulate(
         rss_mb=rss,
         swapped_mb=swapped,
         processor=knobs.device,
+        gpu_busy_frac=gpu_s / total_s if total_s else 0.0,
     )
 
 

@@ -8,8 +8,8 @@ split across cores, an activation that outgrows the cache streams from
 DRAM. For call i on a CPU:
 
     compute_i = (flops_i / (core_peak x eff_i) + outputs_i x cycles_i / clock) / n_eff_i
-    cache_i   = bytes_i / (n_eff_i x clock x cache_bytes_per_cycle)
-    dram_i    = max(0, bytes_i - cache_share x LLC) / (dram_gbs x dram_eff)
+    cache_i   = passes_i x bytes_i / (n_eff_i x clock x cache_bytes_per_cycle)
+    dram_i    = passes_i x max(0, bytes_i - cache_share x LLC) / (dram_gbs x dram_eff)
     unfold_i  = passes x im2col_bytes_i, at the cache or DRAM speed above
     repack_i  = passes x weight_bytes_i, likewise (weights packed/transformed per call)
     t_i       = max(compute_i, cache_i, dram_i) + unfold_i + repack_i + dispatch_i
@@ -21,7 +21,9 @@ n = 1), eff_i the framework's efficiency for the call's kind and pass
 forward k x k stride-1 convolutions and by n / (n + narrow_half) for a
 GEMM whose narrowest dimension is n, cycles_i the framework's cycles per
 element written by a pool or a normalisation (0 for other calls), and
-dispatch_i the framework's serial per-call cost in cycles of the main core.
+dispatch_i the framework's serial per-call cost in cycles of the main core,
+and passes_i the framework's `norm_passes` for a normalisation (a training
+batch norm reads its operands twice) and 1 for every other call.
 A device profile's `framework.kernel_scale` multiplies the efficiencies,
 the cache bytes per cycle, those cycles and the im2col passes: its own
 build of the framework relative to the fitted one (profile_device fits it).
@@ -30,10 +32,18 @@ On a GPU (`gpu_call_seconds`) the same call runs at the GPU's peak and the
 shared DRAM bandwidth, at the occupancy its output elements give a GPU of
 that many lanes (o / (o + lanes x occupancy_half_per_lane): a kernel
 writing a few thousand elements leaves most lanes idle), plus a kernel
-launch, while the host dispatches it:
-the slower of the two sets the pace (a queue hides the shorter), and
-frameworks that map buffers per op copy a share of the operands between
-host and device memory at the profile's copy bandwidth.
+launch, while the host dispatches it. How much of the host's dispatch the
+GPU's work hides is the framework's `overlap` (1: an asynchronous queue,
+the slower of the two sets the pace; 0: the host waits for every call, the
+two add up), and an executor that synchronises with the GPU after every
+call pays `sync_us` on top:
+
+    t_i = device_i + host_i - overlap x min(device_i, host_i) + sync + transfer_i
+
+Frameworks that map buffers per op (OpenCL) copy a share of the operands
+between host and device memory at the profile's copy bandwidth
+(`transfer_i`); CUDA on a Jetson keeps tensors in the unified DRAM the GPU
+shares with the CPU, so nothing is copied but the input batch.
 
 The functions work on columns (numpy arrays), so the calibration fit times
 all its rows in one call of the same code the emulator runs.
@@ -217,10 +227,13 @@ def cpu_call_seconds(
     dram_rate = rig.dram_gbs * fw.dram_eff
     fits = shared.cache_share * rig.cache_bytes
 
-    def traffic(nbytes: np.ndarray) -> np.ndarray:
-        return np.maximum(nbytes / GB / cache_rate, np.maximum(0.0, nbytes - fits) / GB / dram_rate)
+    def traffic(nbytes: np.ndarray, passes: np.ndarray | float = 1.0) -> np.ndarray:
+        dram = passes * np.maximum(0.0, nbytes - fits)
+        return np.maximum(passes * nbytes / GB / cache_rate, dram / GB / dram_rate)
 
-    roofline = np.maximum(compute, traffic(table.bytes))
+    # A training normalisation streams its operands more than once.
+    norm_passes = np.where(table.kind == KIND["norm"], fw.norm_passes, 1.0)
+    roofline = np.maximum(compute, traffic(table.bytes, norm_passes))
     passes = np.where(
         table.kind == KIND["depthwise"],
         _by_pass(table, fw, "unfold_depthwise"),
@@ -247,10 +260,17 @@ class GpuCallSeconds:
     device: np.ndarray  # the kernel on the GPU, launch included
     dispatch: np.ndarray  # the host's work to issue it
     transfer: np.ndarray  # host<->device copies of its operands
+    sync: np.ndarray  # waiting for the GPU after the call
+    overlap: float  # share of the shorter of device and dispatch hidden by the other
+
+    @property
+    def exposed_dispatch(self) -> np.ndarray:
+        """Host dispatch the GPU's work does not hide."""
+        return self.dispatch - self.overlap * np.minimum(self.device, self.dispatch)
 
     @property
     def total(self) -> np.ndarray:
-        return np.maximum(self.device, self.dispatch) + self.transfer
+        return self.device + self.exposed_dispatch + self.sync + self.transfer
 
 
 def gpu_call_seconds(table: CallTable, rig: GpuRig, fw: GpuFramework) -> GpuCallSeconds:
@@ -270,7 +290,8 @@ def gpu_call_seconds(table: CallTable, rig: GpuRig, fw: GpuFramework) -> GpuCall
     device = np.maximum(compute, memory) + fw.launch_us * 1e-6
     dispatch = np.full(len(table), fw.dispatch_kcycles * 1e3) / (rig.host_ghz * GB)
     transfer = fw.transfer_fraction * table.bytes / GB / (rig.copy_gbs * fw.copy_eff)
-    return GpuCallSeconds(device, dispatch, transfer)
+    sync = np.full(len(table), fw.sync_us * 1e-6)
+    return GpuCallSeconds(device, dispatch, transfer, sync, fw.overlap)
 
 
 def by_class(table: CallTable, seconds: np.ndarray) -> Mapping[str, float]:

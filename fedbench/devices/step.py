@@ -12,7 +12,9 @@ the CPU).
 Energy is idle power over the whole step, CPU power over each phase (all
 training threads busy in the parallel calls, one core in serial work),
 GPU busy power while its kernels run, and DRAM energy per byte that misses
-the cache.
+the cache. The CPU's and the DRAM's figures are the profile's, times the
+shared activity factors fitted to measured whole-device power
+(`shared.core_power_scale`, `shared.dram_energy_scale`).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class StepCost:
     freq_ghz: float  # thread-weighted clock of the active cores
     busy_cores: float  # time-averaged cores kept busy by this process
     dram_gb: float  # DRAM traffic of the step
+    gpu_busy_s: float = 0.0  # seconds the GPU runs kernels (its utilisation x seconds)
 
     @property
     def total_energy_j(self) -> float:
@@ -152,14 +155,16 @@ def step_cost(
     serial_s = sum(times[k] for k in serial)
     share = profile.os.background_share if background else 1.0
     seconds = (parallel_s + serial_s) / share
-    fits = consts.fitted.shared.cache_share * rig.cache_bytes
+    shared = consts.fitted.shared
+    fits = shared.cache_share * rig.cache_bytes
     dram = float(np.maximum(0.0, table.bytes - fits).sum() + table.unfold.sum())
+    cpu_j = parallel_power_w(profile, active) * parallel_s
+    cpu_j += serial_power_w(profile, main) * serial_s
     energy = {
         "idle": profile.power.idle_w * seconds,
-        "cpu": parallel_power_w(profile, active) * parallel_s
-        + serial_power_w(profile, main) * serial_s,
+        "cpu": shared.core_power_scale * cpu_j,
         "gpu": 0.0,
-        "memory": profile.power.mem_w_per_gbs * dram / GB,
+        "memory": shared.dram_energy_scale * profile.power.mem_w_per_gbs * dram / GB,
     }
     threads = rig.threads
     foreground = parallel_s + serial_s
@@ -203,16 +208,16 @@ def _gpu_step(
     rig = gpu_rig(profile, active, consts)
     calls = gpu_call_seconds(table, rig, fw)
     main = _main(active, consts)
-    kernel = np.minimum(calls.device, calls.total - calls.transfer)  # the GPU's share
-    host_bound = calls.total - calls.transfer - kernel  # the host was slower
+    shared = consts.fitted.shared
     times = dict.fromkeys(TIME_TERMS, 0.0)
-    times.update(by_class(table, kernel))
+    times.update(by_class(table, calls.device))  # the kernels, launches included
     update = table.phase == OPTIMIZER
-    times["optimizer"] = float(kernel[update].sum())
-    times["dispatch"] = float(host_bound.sum())
+    times["optimizer"] = float(calls.device[update].sum())
+    # Host work the GPU's queue did not hide, and waiting for the GPU per call.
+    times["dispatch"] = float((calls.exposed_dispatch + calls.sync).sum())
     times["transfer"] = float(calls.transfer.sum())
     times["input"] = workload.input_bytes / GB / gpu.copy_gbs
-    times["swap"] = swap_seconds(profile, resident_mb(workload, fw), consts.fitted.shared)
+    times["swap"] = swap_seconds(profile, resident_mb(workload, fw), shared)
     share = profile.os.background_share if background else 1.0
     busy_gpu = float(calls.device.sum())
     host_s = float(calls.dispatch.sum()) + times["transfer"] + times["input"] + times["swap"]
@@ -220,9 +225,9 @@ def _gpu_step(
     moved = float(table.bytes.sum()) + 2.0 * float((fw.transfer_fraction * table.bytes).sum())
     energy = {
         "idle": profile.power.idle_w * seconds,
-        "cpu": serial_power_w(profile, main) * host_s,
+        "cpu": shared.core_power_scale * serial_power_w(profile, main) * host_s,
         "gpu": gpu.busy_power_w * busy_gpu,
-        "memory": profile.power.mem_w_per_gbs * moved / GB,
+        "memory": shared.dram_energy_scale * profile.power.mem_w_per_gbs * moved / GB,
     }
     return StepCost(
         seconds=seconds,
@@ -231,4 +236,5 @@ def _gpu_step(
         freq_ghz=main.freq_ghz,
         busy_cores=min(1.0, host_s / seconds * share) if seconds else 0.0,
         dram_gb=moved / GB,
+        gpu_busy_s=busy_gpu / share,
     )

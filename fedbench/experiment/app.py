@@ -28,6 +28,29 @@ ConfigValue = bool | int | float | str
 T = TypeVar("T")
 
 
+class AppError(FedbenchError):
+    """A user's app failed where fedbench calls it (its import, its ServerApp's start).
+
+    The message names the app and the exception in one line; `trace` is the
+    app's traceback, which belongs in the run's log rather than on the console.
+    """
+
+    def __init__(self, message: str, trace: str = "") -> None:
+        super().__init__(message)
+        self.trace = trace
+
+
+def app_failure(app: str, what: str, exc: BaseException) -> AppError:
+    """`app <name>: <what> raised ValueError: <its message>`, with the traceback kept."""
+    import traceback
+
+    text = " ".join(str(exc).split()) or "(no message)"
+    return AppError(
+        f"app {app}: {what} raised {type(exc).__name__}: {text[:300]}",
+        "".join(traceback.format_exception(exc)),
+    )
+
+
 # eq=False: hashed by identity, so a worker caches the app it loaded per decoded config.
 @dataclass(frozen=True, eq=False)
 class AppConfig:
@@ -78,6 +101,8 @@ class AppConfig:
             module = importlib.import_module(module_name)
         except ImportError as exc:
             raise FedbenchError(f"app {what} {reference!r}: cannot import ({exc})") from None
+        except Exception as exc:  # the app's own module code failed while importing
+            raise app_failure(self.name, f"importing {what} {reference!r}", exc) from None
         loaded = getattr(module, attr, None)
         if not isinstance(loaded, kind):
             raise FedbenchError(f"app {what} {reference!r}: not a flwr {kind.__name__}")
@@ -109,7 +134,7 @@ def load_app(spec: str, overrides: Mapping[str, Any], where: str = "app") -> App
                 f"app_run_config.{key}: not a run-config key of the app{closest(key, defaults)}; "
                 f"valid: {choices(defaults)}"
             )
-        run_config[key] = value
+        run_config[key] = _run_config_value(key, value, defaults[key])
     name = str(doc.get("project", {}).get("name", root.name))
     return AppConfig(
         root=str(root),
@@ -151,3 +176,23 @@ def _flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, ConfigValu
         else:
             out[name] = value
     return out
+
+
+def _run_config_value(key: str, value: Any, default: ConfigValue) -> ConfigValue:
+    """An override of a run-config key, of the default's type (an int is a float's too)."""
+    where = f"app_run_config.{key}={value!r}"
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        raise FedbenchError(f"{where}: expected true or false, like the app's default {default}")
+    if isinstance(default, int):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise FedbenchError(f"{where}: expected an integer, like the app's default {default}")
+    if isinstance(default, float):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise FedbenchError(f"{where}: expected a number, like the app's default {default}")
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return str(value)  # Hydra reads `name=3` as a number; the app's key is text
+    raise FedbenchError(f"{where}: expected text, like the app's default {default!r}")

@@ -25,10 +25,8 @@ if TYPE_CHECKING:
 
 
 def workload_optimizer(train: TrainConfig) -> str:
-    """The optimizer key (fedbench.measure.step.OPTIMIZERS) training with `train` runs."""
-    if train.optimizer == "sgd":
-        return "sgd_momentum" if train.momentum > 0 else "sgd"
-    return train.optimizer
+    """The optimizer step (fedbench.measure.step.OPTIMIZERS) training with `train` runs."""
+    return train.optimizer.local().workload(train.momentum)
 
 
 def build_model(model: ModelConfig) -> nn.Module:

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from fedbench.errors import FedbenchError
 from fedbench.experiment.app import load_app
@@ -39,7 +40,11 @@ REQUIRED_GROUPS: tuple[str, ...] = (
 
 def resolve(cfg: DictConfig) -> dict[str, Any]:
     """The composed config as plain data (no interpolations, no Hydra node)."""
-    container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    try:
+        container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    except OmegaConfBaseException as exc:  # `seed=${nope}`, a `???` left unset
+        key = getattr(exc, "full_key", None) or "config"
+        raise FedbenchError(f"{key}: {str(exc).strip().splitlines()[0]}") from None
     if not isinstance(container, dict):
         raise FedbenchError("the composed config is not a mapping")
     container.pop("hydra", None)
@@ -52,7 +57,7 @@ def resolve(cfg: DictConfig) -> dict[str, Any]:
 def experiment_from(values: Mapping[str, Any], overrides: Sequence[str] = ()) -> Experiment:
     """The validated experiment; `overrides` are the command line's (who chose what)."""
     values = dict(values)
-    for key in ("resume", "allow_targets", "resume_untrusted"):
+    for key in ("resume", "allow_targets", "resume_untrusted", "dry_run"):
         values.pop(key, None)
     run_config = values.pop("app_run_config", None) or {}
     app = values.get("app")
@@ -71,9 +76,17 @@ def compose_experiment(overrides: Sequence[str]) -> Experiment:
     from hydra import compose, initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
 
+    from fedbench.experiment.overrides import explain
+
     GlobalHydra.instance().clear()
-    with initialize_config_module(config_module="fedbench.conf", version_base=None):
-        cfg = compose(config_name="config", overrides=list(overrides))
+    try:
+        with initialize_config_module(config_module="fedbench.conf", version_base=None):
+            cfg = compose(config_name="config", overrides=list(overrides))
+    except Exception as exc:
+        refusal = explain(exc, overrides)
+        if refusal is None:
+            raise
+        raise refusal from None
     values = resolve(cfg)
     values.setdefault("output_dir", time.strftime("outputs/flwr-run/%Y-%m-%d/%H-%M-%S"))
     return experiment_from(values, overrides)

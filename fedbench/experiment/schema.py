@@ -18,9 +18,12 @@ from fedbench.devices.faults import FaultModel, fault_models
 from fedbench.devices.knobs import Knobs
 from fedbench.errors import FedbenchError
 from fedbench.experiment.app import AppConfig
+from fedbench.experiment.hooks import HooksConfig
+from fedbench.experiment.optimizer import OptimizerTarget
 from fedbench.experiment.population import PopulationConfig
 from fedbench.experiment.target import Target
 from fedbench.experiment.typed import check, dump, parse
+from fedbench.train.loop import TrainParams
 
 # Bounds that keep a typo from eating the host's memory before anything fails.
 MAX_DEVICES = 1_000_000
@@ -122,16 +125,35 @@ class FleetConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """conf/train: local training on every device (fedbench's own ClientApp)."""
+    """conf/train: local training on every device (fedbench's own ClientApp).
+
+    The hyperparameters (batch_size ... weight_decay) travel in the train
+    config of every message (fedbench.train.hyper); `optimizer` is a
+    `_partial_` target (fedbench.experiment.optimizer).
+    """
 
     batch_size: int = check(16, ge=1, le=1 << 20)
     local_epochs: int = check(1, ge=1, le=100_000)
     lr: float = check(0.01, gt=0.0, le=1e3)
     momentum: float = check(0.9, ge=0.0, lt=1.0)
     weight_decay: float = check(5e-4, ge=0.0, le=1.0)
-    optimizer: Literal["sgd", "adam", "adamw"] = "sgd"
+    optimizer: OptimizerTarget = field(
+        default_factory=lambda: OptimizerTarget.from_config("sgd", "train.optimizer")
+    )
     memory_planner: Literal["auto", "off"] = "auto"
     bn_momentum_scaled: bool = False
+
+    def params(self) -> TrainParams:
+        """Local training as this group sets it, before a round's train config (no halves)."""
+        return TrainParams(
+            batch_size=self.batch_size,
+            local_epochs=self.local_epochs,
+            lr=self.lr,
+            momentum=self.momentum,
+            weight_decay=self.weight_decay,
+            bn_momentum_scaled=self.bn_momentum_scaled,
+            optimizer=self.optimizer.local(),
+        )
 
 
 @dataclass(frozen=True)
@@ -177,6 +199,7 @@ class Experiment:
     runtime: Target
     report: ReportConfig = field(default_factory=ReportConfig)
     defense: DefenseConfig = field(default_factory=DefenseConfig)
+    hooks: HooksConfig = field(default_factory=HooksConfig.default)  # around the run's rounds
     seed: int = check(0, ge=0, le=MAX_SEED)
     name: str = "default"
     output_dir: str = ""

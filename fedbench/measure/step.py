@@ -15,9 +15,11 @@ measurement (peak.py) run exactly this step on a deep copy of the model:
 from __future__ import annotations
 
 import copy
+import importlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -43,6 +45,23 @@ OPTIMIZERS: dict[str, OptimizerFactory] = {
 }
 
 
+def optimizer_factory(name: str) -> OptimizerFactory | None:
+    """A key of OPTIMIZERS, or any torch optimizer class by its dotted name (its defaults)."""
+    if name in OPTIMIZERS:
+        return OPTIMIZERS[name]
+    module, _, attr = name.rpartition(".")
+    if not module.startswith("torch.optim"):
+        return None
+    try:
+        found = getattr(importlib.import_module(module), attr, None)
+    except ImportError:
+        return None
+    if not (isinstance(found, type) and issubclass(found, torch.optim.Optimizer)):
+        return None
+    cls: Any = found  # its own defaults; lr may have none
+    return lambda ps: cls(ps, lr=1e-3)
+
+
 @dataclass(frozen=True)
 class StepSpec:
     """How the measured step is run."""
@@ -57,9 +76,10 @@ class StepSpec:
     input_high: int | None = None  # integer inputs (token ids) lie in [0, input_high)
 
     def validate(self) -> None:
-        if self.optimizer not in OPTIMIZERS:
+        if optimizer_factory(self.optimizer) is None:
             raise FedbenchError(
-                f"optimizer={self.optimizer!r} is unknown; valid: {choices(OPTIMIZERS)}"
+                f"optimizer={self.optimizer!r} is unknown; valid: {choices(OPTIMIZERS)}, "
+                "or a torch.optim class by its dotted name"
             )
         if self.batch_size < 1:
             raise FedbenchError(f"batch_size={self.batch_size} must be >= 1")
@@ -174,7 +194,9 @@ def prepare(model: nn.Module, spec: StepSpec) -> PreparedStep:
     wrappers: list[CheckpointedSequential] = []
     if spec.checkpoint_segments:
         model, wrappers = apply_checkpointing(model, spec.checkpoint_segments)
-    optimizer = OPTIMIZERS[spec.optimizer](params)
+    factory = optimizer_factory(spec.optimizer)
+    assert factory is not None  # validate() checked it
+    optimizer = factory(params)
     # A step on zero gradients allocates the optimizer state; values do not
     # matter on this copy, only what the measured step holds and computes.
     for p in params:

@@ -15,7 +15,7 @@ keep their profile's daily hours and have no battery columns (NaN).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,6 +29,7 @@ from fedbench.population.windows import DAY_S, Windows
 # change every population drawn before).
 _SPEED, _BACKGROUND, _CELLULAR, _LINK, _CHARGE_WINDOW, _SESSIONS, _BATTERY, _JITTER = range(8)
 _STREAM = 16  # this issue's namespace inside the experiment seed
+_BLOCK = 1 << 16  # devices drawn at a time where a draw is per device and session
 
 
 def _rng(seed: int, *stream: int) -> np.random.Generator:
@@ -182,10 +183,10 @@ def _windows(
     s = a.sessions
     rng = _rng(seed, _SESSIONS)
     count = np.minimum(rng.poisson(s.per_day, n), MAX_SESSIONS)
-    at_h = rng.uniform(s.first_hour, s.last_hour, (n, MAX_SESSIONS))
-    minutes = rng.exponential(s.minutes_mean, (n, MAX_SESSIONS))
     used = (np.arange(MAX_SESSIONS)[None, :] < count[:, None]) & battery[:, None]
-    rows, slots = np.nonzero(used)
+    rows = np.nonzero(used)[0]
+    at_h = _used_draws(lambda size: rng.uniform(s.first_hour, s.last_hour, size), used)
+    minutes = _used_draws(lambda size: rng.exponential(s.minutes_mean, size), used)
     # Mains-powered devices with a profile: their profile's daily hours, every day.
     mains = [(i, p) for i, p in enumerate(profiles) if p is not None and not p.battery.capacity_wh]
     m_dev: list[np.ndarray] = []
@@ -199,10 +200,24 @@ def _windows(
             m_start.append(np.full(len(members), start * 3600.0))
             m_len.append(np.full(len(members), length * 3600.0))
     device = np.concatenate([ids, rows, *m_dev]).astype(np.int64)
-    start_s = np.concatenate([start_h * 3600.0, at_h[rows, slots] * 3600.0, *m_start])
-    length_s = np.concatenate([hours * 3600.0, minutes[rows, slots] * 60.0, *m_len])
+    start_s = np.concatenate([start_h * 3600.0, at_h * 3600.0, *m_start])
+    length_s = np.concatenate([hours * 3600.0, minutes * 60.0, *m_len])
     charging = np.concatenate(
         [np.ones(len(ids), bool), np.zeros(len(rows), bool), np.zeros(sum(map(len, m_dev)), bool)]
     )
     described = code >= 0
     return Windows.build(n, device, start_s, length_s, charging, np.full(n, DAY_S), described)
+
+
+def _used_draws(draw: Callable[[tuple[int, int]], np.ndarray], used: np.ndarray) -> np.ndarray:
+    """`draw((n, MAX_SESSIONS))[used]`, drawn a block of devices at a time.
+
+    The generator yields the same numbers in blocks as in one call, so the
+    population is the one drawn whole - without a devices x MAX_SESSIONS
+    array per quantity (100 MB at 1,000,000 devices) for the few sessions used.
+    """
+    n, width = used.shape
+    parts = [
+        draw((min(_BLOCK, n - lo), width))[used[lo : lo + _BLOCK]] for lo in range(0, n, _BLOCK)
+    ]
+    return np.concatenate(parts) if parts else np.empty(0)

@@ -66,10 +66,7 @@ def read_table(path: str | Path, key: str, columns: Sequence[str]) -> dict[str, 
     if path.suffix in PARQUET:
         table = {k: [str(v) for v in vs] for k, vs in _parquet(path, key).items()}
     else:
-        with path.open(newline="") as f:
-            rows = list(csv.DictReader(f))
-        names = list(rows[0]) if rows else []
-        table = {k: [r[k] for r in rows] for k in names}
+        table = _csv(path, key)
     missing = [c for c in columns if c not in table]
     if missing or not table.get(columns[0]):
         raise FedbenchError(
@@ -77,6 +74,30 @@ def read_table(path: str | Path, key: str, columns: Sequence[str]) -> dict[str, 
             + (f"; missing {', '.join(missing)}" if missing else "")
         )
     return table
+
+
+def _csv(path: Path, key: str) -> dict[str, list[str]]:
+    """A CSV trace as columns; binary content and rows of the wrong length are refused."""
+    where = f"{key}={str(path)!r}"
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            reader = csv.reader(f)
+            header = next(reader, [])
+            rows = list(reader)
+    except UnicodeDecodeError:
+        raise FedbenchError(f"{where}: not a text CSV file (a CSV or Parquet trace)") from None
+    except csv.Error as exc:
+        raise FedbenchError(f"{where}: not a readable CSV ({exc})") from None
+    if "\0" in "".join(header):
+        raise FedbenchError(f"{where}: not a text CSV file (a CSV or Parquet trace)")
+    for line, row in enumerate(rows, 2):
+        if row and len(row) != len(header):
+            raise FedbenchError(
+                f"{where}: line {line} has {len(row)} value(s), the header {len(header)} "
+                f"({', '.join(header)})"
+            )
+    rows = [r for r in rows if r]
+    return {name: [r[i] for r in rows] for i, name in enumerate(header)}
 
 
 def write_table(path: str | Path, columns: Mapping[str, Sequence[object]]) -> Path:

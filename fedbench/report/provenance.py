@@ -86,6 +86,7 @@ def provenance(argv: Sequence[str] | None = None, accelerator: str = "auto") -> 
     `accelerator`: the runtime's setting (where devices trained)."""
     import psutil
 
+    from fedbench.core.numerics import environment  # torch: not at import (the CLI's --help)
     from fedbench.train.accelerator import host_record
 
     commit, dirty = git_commit()
@@ -102,6 +103,10 @@ def provenance(argv: Sequence[str] | None = None, accelerator: str = "auto") -> 
         "cpu_physical_cores": psutil.cpu_count(logical=False),
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
         **host_record(accelerator),
+        # torch build, ISA level, the variables that pick kernels: what sums in its own
+        # order (fedbench.core.numerics); the run's thread counts and its initial model's
+        # hash are added by the server (fedbench.server.app).
+        "numerics": environment(),
         "command": command_line(argv),
         "cwd": os.getcwd(),
         "start_time": now(),

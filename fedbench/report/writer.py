@@ -71,6 +71,7 @@ class RunWriter:
             "virtual_time_s": self.virtual_time_s,
             "csv_bytes": self._csv.tell(),
             "start_time": self.provenance["start_time"],
+            "initial_model_sha256": self.provenance.get("initial_model_sha256"),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -90,6 +91,8 @@ class RunWriter:
         if "start_time" in state:  # the run started then; this process resumed it now
             self.provenance["resumed_time"] = self.provenance["start_time"]
             self.provenance["start_time"] = state["start_time"]
+        if state.get("initial_model_sha256"):  # day 0 ran in the first process
+            self.provenance["initial_model_sha256"] = state["initial_model_sha256"]
         self.virtual_time_s = float(state["virtual_time_s"])
         path = self.run_dir / ROUNDS_CSV
         self._csv.close()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from fedbench.errors import FedbenchError
 from fedbench.experiment.build import built
+from fedbench.train.accelerator import KEY, check, wants_cuda
 
 if TYPE_CHECKING:
     from flwr.clientapp import ClientApp
@@ -60,6 +61,9 @@ class Runtime(ABC):
     """A runtime's common settings; subclasses are frozen dataclasses built by `_target_`."""
 
     client_cpus: int  # torch threads (and logical CPUs) per client
+    # torch threads of the server's own training and evaluation (pretraining, the
+    # test split): fixed, so day 0 and every accuracy do not depend on the host's cores.
+    server_threads: int = 1
     wait_for_nodes_s: float  # how long the server waits for its nodes before round 1
     round_timeout_s: float  # how long it waits for one round's replies
     # Workers apply each emulated device's real caps (threads, CPUs, memory) to its calls.
@@ -76,9 +80,27 @@ class Runtime(ABC):
                 raise FedbenchError(f"runtime.{key} must be a number of seconds, got {value!r}")
             if not math.isfinite(value) or value <= 0:
                 raise FedbenchError(f"runtime.{key}={value!r}: must be finite and > 0")
-        cpus = self.client_cpus
-        if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
-            raise FedbenchError(f"runtime.client_cpus must be a positive integer, got {cpus!r}")
+        for key in ("client_cpus", "server_threads"):
+            cpus = getattr(self, key)
+            if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
+                raise FedbenchError(f"runtime.{key} must be a positive integer, got {cpus!r}")
+
+    def check_accelerator(self) -> None:
+        """`accelerator` spelled right, and not a GPU the caps cannot honour."""
+        check(self.accelerator, KEY)
+        if self.enforce_caps and wants_cuda(self.accelerator):
+            raise FedbenchError(
+                f"{KEY}={self.accelerator} with runtime.enforce_caps=true: a capped call runs "
+                "in a process forked from its worker (fedbench.client.caps), where CUDA "
+                f"cannot start; set {KEY}=cpu or auto (capped devices train on the CPU), "
+                "or runtime.enforce_caps=false"
+            )
+
+    def worker_accelerator(self) -> str:
+        """Where the workers train: `accelerator`, but the CPU under `enforce_caps`, whose
+        calls are forked (CUDA cannot be used in a forked child) and emulate a device's
+        CPU, threads and memory - none of which would bound a GPU."""
+        return "cpu" if self.enforce_caps else self.accelerator
 
     def check_local_cpus(self) -> None:
         """A client cannot use more CPUs than this host has (a remote cluster checks its own)."""

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import ipaddress
 import os
 import socket
 import ssl
@@ -93,7 +94,7 @@ from fedbench.runtime.proxy import argv as proxy_argv
 from fedbench.runtime.seating import FixedSeating, wait_for_nodes
 from fedbench.runtime.superlink import REFUSED_MARK as CONTROL_REFUSED
 from fedbench.security import TlsFiles, issue_secret, issue_tls, read_public_key
-from fedbench.train.accelerator import ACCELERATOR_ENV, check, check_host
+from fedbench.train.accelerator import ACCELERATOR_ENV, check_host
 
 LOCAL_NAMES = ("127.0.0.1", "localhost")
 _PROTOBUF = {"content-type": "application/protobuf", "accept": "application/protobuf"}
@@ -112,8 +113,12 @@ class DeploymentRuntime(Runtime):
     physical_keys: Sequence[str] = ()  # public keys (.pub) of the physical devices
     wait_for_physical_s: float = 600.0
     memory_limit: str = "auto"  # auto | cgroup | rlimit | none
+    # Each call of an emulated device in a process of its own under the device's threads,
+    # CPUs and training budget (fedbench.client.caps), inside its node's limits.
+    enforce_caps: bool = True
     address_space_headroom_mb: int | None = None  # None: measured idle client + Flower
     client_cpus: int = 1
+    server_threads: int = 1
     wait_for_nodes_s: float = 120.0
     round_timeout_s: float = 3600.0
     proxy: str = "auto"  # auto (nginx if installed, else python) | nginx | python
@@ -143,7 +148,7 @@ class DeploymentRuntime(Runtime):
         if self.proxy not in PROXIES:
             raise FedbenchError(f"runtime.proxy={self.proxy!r}; valid: {', '.join(PROXIES)}")
         self.check_common()
-        check(self.accelerator, "runtime.accelerator")
+        self.check_accelerator()
 
     wall_clock = True  # physical devices reply when they reply
 
@@ -151,6 +156,7 @@ class DeploymentRuntime(Runtime):
         self.check_local_cpus()
         check_host(self.accelerator, "runtime.accelerator")
         choose(self.proxy)
+        check_address(self.address)
         if self.port is not None:
             check_port_free(self.address, int(self.port))
 
@@ -265,7 +271,7 @@ class DeploymentRuntime(Runtime):
                         **cli.env,
                         **ARENA_ENV,
                         "FLWR_HOME": str(n.home),
-                        ACCELERATOR_ENV: self.accelerator,
+                        ACCELERATOR_ENV: self.worker_accelerator(),
                     }
                     role = f"supernode {n.device.name}"
                     argv = n.argv(internal, inner.ca_cert, secret)
@@ -513,6 +519,33 @@ def _rotate(log: Path) -> None:
     if log.exists():
         n = len(list(log.parent.glob(f"{log.stem}.*{log.suffix}"))) + 1
         log.replace(log.with_name(f"{log.stem}.{n}{log.suffix}"))
+
+
+def check_address(address: str) -> None:
+    """Refuse an address this host cannot listen on, before any process starts.
+
+    Binding a socket sends nothing: an address that is not one of this host's
+    interfaces fails here at once (EADDRNOTAVAIL) instead of deep in the run.
+    A host name is refused rather than looked up: the SuperLink listens on an
+    address, and the names devices dial belong in runtime.advertise.
+    """
+    try:
+        ip = ipaddress.ip_address(_bind_probe(address))
+    except ValueError:
+        raise FedbenchError(
+            f"runtime.address={address!r}: not an IP address; give the address the deployment "
+            "listens on (127.0.0.1: this host only, 0.0.0.0: every interface, or one of this "
+            "host's addresses) and put the names devices dial in runtime.advertise"
+        ) from None
+    with socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET) as s:
+        try:
+            s.bind((str(ip), 0))
+        except OSError as exc:
+            raise FedbenchError(
+                f"runtime.address={address}: this host cannot listen there ({exc.strerror}); "
+                "give 127.0.0.1 (this host only), 0.0.0.0 (every interface) or one of this "
+                "host's addresses"
+            ) from None
 
 
 def check_port_free(address: str, port: int) -> None:

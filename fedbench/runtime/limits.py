@@ -133,6 +133,104 @@ def remove_cgroup(path: Path) -> None:
         path.rmdir()
 
 
+@dataclass(frozen=True)
+class MemoryGroups:
+    """Where this process may create memory-capped cgroups, and how that version spells it.
+
+    cgroup v2 (`memory.max`, kills counted in `memory.events`) or the v1
+    memory hierarchy (`memory.limit_in_bytes`, kills counted in
+    `memory.oom_control`). Either caps what the group's processes keep
+    resident - new pages and copy-on-write copies, not address space
+    reserved and never touched - and over the cap the kernel reclaims what it
+    can and then kills a process of the group with SIGKILL: an allocation
+    never fails, the process ends.
+    """
+
+    parent: Path
+    version: int  # 1 or 2
+
+    def create(self, name: str, memory_mb: int) -> Path:
+        """A child group capped at `memory_mb` resident, no swap."""
+        if self.version == 2:
+            return make_cgroup(self.parent, name, memory_mb)
+        group = self.parent / name
+        group.mkdir(exist_ok=True)
+        limit = str(memory_mb * 1024 * 1024)
+        (group / "memory.limit_in_bytes").write_text(limit)
+        swap = group / "memory.memsw.limit_in_bytes"  # memory + swap; only with swap accounting
+        if swap.exists():
+            swap.write_text(limit)
+        return group
+
+    def join(self, group: Path) -> None:
+        """Move the calling process into `group` (what it touches from now on is charged there)."""
+        (group / "cgroup.procs").write_text(str(os.getpid()))
+
+    def oom_kills(self, group: Path) -> int:
+        """Processes of `group` the kernel killed for going over its cap."""
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        try:
+            lines = (group / name).read_text().splitlines()
+        except OSError:
+            return 0
+        counts = dict(line.split()[:2] for line in lines if len(line.split()) >= 2)
+        return int(counts.get("oom_kill", 0))
+
+    def peak_mb(self, group: Path) -> float | None:
+        """The most `group` held resident at once (None where the kernel does not say)."""
+        name = "memory.peak" if self.version == 2 else "memory.max_usage_in_bytes"
+        try:
+            return int((group / name).read_text().split()[0]) / (1024 * 1024)
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def describe(self, memory_mb: int) -> str:
+        key = "memory.max" if self.version == 2 else "memory.limit_in_bytes"
+        return f"cgroup v{self.version} {key}={memory_mb} MB"
+
+
+def _v1_memory_mount(mounts: Path) -> Path | None:
+    """Where the cgroup v1 memory controller is mounted (None: nowhere)."""
+    try:
+        lines = mounts.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 4 and fields[2] == "cgroup" and "memory" in fields[3].split(","):
+            return Path(fields[1])
+    return None
+
+
+def memory_groups(
+    root: Path = CGROUP_ROOT,
+    proc_cgroup: Path = Path("/proc/self/cgroup"),
+    mounts: Path = Path("/proc/self/mounts"),
+) -> MemoryGroups | None:
+    """cgroup v2 if this process may cap children there, else v1's memory hierarchy, else None."""
+    v2 = cgroup_parent(root, proc_cgroup)
+    if v2 is not None:
+        return MemoryGroups(v2, 2)
+    mount = _v1_memory_mount(mounts)
+    if mount is None:
+        return None
+    try:
+        lines = proc_cgroup.read_text().splitlines()
+    except OSError:
+        return None
+    # "4:memory:/some/group" (a v1 line names its controllers, comma-separated)
+    rel = next(
+        (line.split(":", 2)[2] for line in lines if "memory" in line.split(":", 2)[1].split(",")),
+        None,
+    )
+    if rel is None:
+        return None
+    parent = mount / rel.lstrip("/")
+    if not (parent / "memory.limit_in_bytes").is_file() or not os.access(parent, os.W_OK):
+        return None
+    return MemoryGroups(parent, 1)
+
+
 @functools.lru_cache(maxsize=1)
 def idle_address_space_mb() -> int:
     """Peak virtual size of a process that loaded the ClientApp and ran one tiny step."""

@@ -35,13 +35,13 @@ from flwr.serverapp import Grid
 from fedbench.core.seating import Seating
 from fedbench.errors import FedbenchError
 from fedbench.experiment.schema import Experiment
+from fedbench.folders import check_folder
 from fedbench.runtime.base import Apps, Runtime, check_reachable
 from fedbench.runtime.limits import ARENA_ENV
 from fedbench.runtime.logs import route_flower_logs
 from fedbench.runtime.seating import PooledSeating, wait_for_nodes
 from fedbench.train.accelerator import (
     ACCELERATOR_ENV,
-    check,
     check_host,
     gpu_index,
     gpu_share,
@@ -54,6 +54,7 @@ from strategies.base import build_selector
 class SimulationRuntime(Runtime):
     ray_address: str | None = None
     client_cpus: int = 1
+    server_threads: int = 1
     ray_temp_dir: str | None = None
     wait_for_nodes_s: float = 120.0
     round_timeout_s: float = 3600.0
@@ -71,7 +72,7 @@ class SimulationRuntime(Runtime):
         n = self.devices_per_call
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise FedbenchError(f"runtime.devices_per_call must be >= 1 or null, got {n!r}")
-        check(self.accelerator, "runtime.accelerator")
+        self.check_accelerator()
         g = self.gpus_per_worker
         if g is not None and (
             isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 < g <= 1
@@ -81,6 +82,8 @@ class SimulationRuntime(Runtime):
             )
 
     def preflight(self, experiment: Experiment) -> None:
+        if self.ray_temp_dir is not None:
+            check_folder("runtime.ray_temp_dir", self.ray_temp_dir)
         if not self.ray_address:
             self.check_local_cpus()
             # A cluster's GPUs are its nodes': only a private local one is this host's.
@@ -127,7 +130,9 @@ class SimulationRuntime(Runtime):
         return env
 
     def _gpu_share(self, gpus: float, workers: int) -> float:
-        return gpu_share(self.accelerator, int(gpus), workers, self.gpus_per_worker)
+        # Capped workers train on the CPU (Runtime.worker_accelerator): they ask for no GPU.
+        setting = self.worker_accelerator()
+        return gpu_share(setting, int(gpus), workers, self.gpus_per_worker)
 
     def run(self, experiment: Experiment, run_dir: Path, apps: Apps) -> None:
         import ray

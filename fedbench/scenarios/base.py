@@ -14,6 +14,8 @@ from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from fedbench.data.source import Tensors
 from fedbench.errors import FedbenchError
 from fedbench.experiment.build import built
@@ -65,6 +67,10 @@ class Scenario(ABC):
     @abstractmethod
     def expected_examples(self, ctx: DataContext, device_index: int) -> int:
         """How many examples a round of this device trains on (for predictions)."""
+
+    def expected_examples_of(self, ctx: DataContext, devices: np.ndarray) -> np.ndarray:
+        """`expected_examples` of many devices at once (a scenario may vectorise it)."""
+        return np.array([self.expected_examples(ctx, int(i)) for i in devices], dtype=float)
 
 
 @functools.lru_cache(maxsize=8)

@@ -46,6 +46,11 @@ class DailyScenario(Scenario):
             raise FedbenchError(
                 f"scenario.replay_days must be an integer >= 0, got {replay_days!r}"
             )
+        if replay_days >= self.days and replay_days > 0:
+            raise FedbenchError(
+                f"scenario.replay_days={replay_days}: at most scenario.days - 1 = {self.days - 1} "
+                "(only earlier days can be replayed)"
+            )
         self.replay_days = replay_days
         if isinstance(start_hour, bool) or not isinstance(start_hour, (int, float)):
             raise FedbenchError(

@@ -1,14 +1,25 @@
 """Server-side pretraining of the global model, cached on disk.
 
 The cache key covers everything that determines the weights - data config,
-model config, pretraining parameters, seed and torch version - so a re-run
-(or every run of a multirun sweep over strategies) skips it.
+model config, pretraining parameters, seed, the thread count it trains with
+and the numerical environment (torch build, ISA level: fedbench.core.numerics)
+- so a re-run (or every run of a multirun sweep over strategies) skips it,
+and a host that would compute other weights computes its own.
+
+The recipe is built to land in the same place on any host (issue 31): a
+floating-point sum's order differs with threads, ISA and torch build, and a
+pretraining that ends at a high learning rate turns those last bits into
+tens of points of day-0 accuracy. A linear warm-up then a cosine decay to
+zero ends where the loss is flat, and a last pass re-estimates BatchNorm's
+running statistics for the final weights (`bn_recalibrate`), so evaluation
+normalises with the statistics of the model it scores.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -17,13 +28,17 @@ from typing import Any
 import torch
 from torch import nn
 
+from fedbench.core.numerics import environment, fixed_threads
+from fedbench.data.source import Tensors
 from fedbench.errors import FedbenchError
 from fedbench.experiment.schema import Experiment
 from fedbench.experiment.typed import dump
 from fedbench.paths import cache_dir
 from fedbench.report.progress import console
 from fedbench.scenarios.context import DataContext
-from fedbench.train.loop import TrainParams, train_local
+from fedbench.train.loop import TrainParams, step_sizes, train_local
+
+SCHEDULES = ("cosine", "constant")
 
 
 @dataclass(frozen=True)
@@ -33,6 +48,13 @@ class PretrainParams:
     lr: float = 0.05
     momentum: float = 0.9
     weight_decay: float = 5e-4
+    # cosine: a linear warm-up over the first `warmup_fraction` of the steps, then a
+    # cosine decay to 0 at the last step; constant: `lr` throughout (before issue 31).
+    schedule: str = "cosine"
+    warmup_fraction: float = 0.1
+    # A last pass over the server split re-estimates BatchNorm's running statistics
+    # for the final weights (train-mode forwards, no gradient, equal-weight average).
+    bn_recalibrate: bool = True
 
     @classmethod
     def from_config(cls, cfg: PretrainParams | Mapping[str, Any] | None) -> PretrainParams:
@@ -52,7 +74,65 @@ class PretrainParams:
                 "scenario.pretrain.epochs must be >= 0 and batch_size >= 1, "
                 f"got {params.epochs} and {params.batch_size}"
             )
+        if params.schedule not in SCHEDULES:
+            raise FedbenchError(
+                f"scenario.pretrain.schedule={params.schedule!r}: valid: {', '.join(SCHEDULES)}"
+            )
+        warmup = params.warmup_fraction
+        if isinstance(warmup, bool) or not isinstance(warmup, (int, float)) or not 0 <= warmup < 1:
+            raise FedbenchError(
+                f"scenario.pretrain.warmup_fraction={warmup!r}: must be a number in [0, 1)"
+            )
         return params
+
+    def lr_scale(self, num_examples: int) -> Callable[[int], float] | None:
+        """The learning rate's factor at each optimizer step (None: constant)."""
+        if self.schedule == "constant":
+            return None
+        total = len(step_sizes(num_examples, self.batch_size, self.epochs))
+        return warmup_cosine(total, round(self.warmup_fraction * total))
+
+
+def warmup_cosine(total: int, warmup: int) -> Callable[[int], float]:
+    """Step i's factor: (i+1)/warmup while warming up, then cosine from 1 to 0 at `total`."""
+
+    def scale(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(total - warmup, 1)
+        return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+
+    return scale
+
+
+def pretrain(
+    model: nn.Module,
+    data: Tensors,
+    params: PretrainParams,
+    seed: int,
+    on_epoch: Callable[[int, float], None] | None = None,
+) -> float:
+    """Train `model` in place as the server pretrains it; the mean training loss."""
+    train = TrainParams(
+        params.batch_size, params.epochs, params.lr, params.momentum, params.weight_decay
+    )
+    scale = params.lr_scale(len(data))
+    loss = train_local(model, data, train, seed=seed, on_epoch=on_epoch, lr_scale=scale)
+    if params.bn_recalibrate:
+        recalibrate_batchnorm(model, data, params.batch_size)
+    return loss
+
+
+def recalibrate_batchnorm(model: nn.Module, data: Tensors, batch_size: int) -> None:
+    """BatchNorm's running statistics re-estimated for the current weights.
+
+    The statistics training leaves are a moving average over the last steps'
+    weights; they lag the final weights. torch's `update_bn` (one pass in
+    training mode, an equal-weight average over the batches, no gradient)
+    measures them on the final weights instead.
+    """
+    batches = (data.x[i : i + batch_size] for i in range(0, len(data), batch_size))
+    torch.optim.swa_utils.update_bn(batches, model)
 
 
 def pretrained_state(
@@ -60,39 +140,45 @@ def pretrained_state(
     params: PretrainParams,
     ctx: DataContext,
     build: Callable[[], nn.Module],
+    threads: int = 1,
 ) -> tuple[dict[str, torch.Tensor], bool]:
-    """The pretrained global weights, and whether they came from the cache."""
-    torch.manual_seed(experiment.seed)
-    model = build()
-    key_src = json.dumps(
-        {
-            "data": dump(experiment.data),
-            "model": dump(experiment.model),
-            # The code behind a _target_ can change under the same config.
-            "structure": repr(model),
-            "shapes": {k: list(v.shape) for k, v in model.state_dict().items()},
-            "pretrain": asdict(params),
-            "seed": experiment.seed,
-            "torch": torch.__version__,
-        },
-        sort_keys=True,
-    )
-    key = hashlib.sha256(key_src.encode()).hexdigest()[:20]
-    path = cache_dir() / "pretrained" / f"{experiment.model.name}-{key}.pt"
-    if path.exists():
-        return torch.load(path, map_location="cpu", weights_only=True), True
-    if params.epochs > 0 and len(ctx.splits.server) > 0:
-        train = TrainParams(
-            params.batch_size, params.epochs, params.lr, params.momentum, params.weight_decay
+    """The pretrained global weights, and whether they came from the cache.
+
+    Built and trained with `threads` intra-op threads whatever the host has
+    (the server's `runtime.server_threads`), so the weights do not depend
+    on the host's core count.
+    """
+    with fixed_threads(threads):
+        torch.manual_seed(experiment.seed)
+        model = build()
+        key_src = json.dumps(
+            {
+                "data": dump(experiment.data),
+                "model": dump(experiment.model),
+                # The code behind a _target_ can change under the same config.
+                "structure": repr(model),
+                "shapes": {k: list(v.shape) for k, v in model.state_dict().items()},
+                "pretrain": asdict(params),
+                "seed": experiment.seed,
+                "threads": threads,
+                # torch version and build, ISA level: each sums in its own order.
+                "numerics": environment(),
+            },
+            sort_keys=True,
         )
-        title = f"pretraining {experiment.model.name} on {len(ctx.splits.server)} examples"
-        with console.task(title, total=params.epochs, unit="epochs") as task:
+        key = hashlib.sha256(key_src.encode()).hexdigest()[:20]
+        path = cache_dir() / "pretrained" / f"{experiment.model.name}-{key}.pt"
+        if path.exists():
+            return torch.load(path, map_location="cpu", weights_only=True), True
+        if params.epochs > 0 and len(ctx.splits.server) > 0:
+            title = f"pretraining {experiment.model.name} on {len(ctx.splits.server)} examples"
+            with console.task(title, total=params.epochs, unit="epochs") as task:
 
-            def epoch_done(epoch: int, loss: float) -> None:
-                task.update(f"epoch {epoch}, training loss {loss:.3f}")
-                task.advance()
+                def epoch_done(epoch: int, loss: float) -> None:
+                    task.update(f"epoch {epoch}, training loss {loss:.3f}")
+                    task.advance()
 
-            train_local(model, ctx.splits.server, train, seed=experiment.seed, on_epoch=epoch_done)
+                pretrain(model, ctx.splits.server, params, experiment.seed, epoch_done)
     state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".tmp{os.getpid()}")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterator
 
+import numpy as np
+
 from fedbench.data.source import Tensors
 from fedbench.scenarios.base import RoundSpec, Scenario, positive_int
 from fedbench.scenarios.context import DataContext
@@ -29,6 +31,9 @@ class FederatedRounds(Scenario):
 
     def expected_examples(self, ctx: DataContext, device_index: int) -> int:
         return int(ctx.sizes[device_index])
+
+    def expected_examples_of(self, ctx: DataContext, devices: np.ndarray) -> np.ndarray:
+        return np.asarray(ctx.sizes, dtype=float)[devices]
 
     def device_data(self, ctx: DataContext, device_index: int, day: int) -> Tensors:
         return ctx.splits.pool.subset(ctx.partitions[device_index])

@@ -3,8 +3,10 @@
 `run_server` assembles the round loop from the typed experiment - the app's
 server side (fedbench's own or the user's), the device selector composed
 with the Flower strategy, the round-close policy, the seating the runtime
-provides, the hooks - starts or resumes it, and leaves a complete run
-folder either way. In simulation the experiment is handed over in-process;
+provides, the hooks (the `hooks` group after the ones selection rests on,
+each handed the `Run` at its beginning) - starts or resumes it, and leaves a
+complete run folder either way; a hook may stop it early (summary.json
+`stopped`). In simulation the experiment is handed over in-process;
 under `flwr run` it arrives as JSON in the run config (`fedbench-config`),
 and with an empty run config (`flwr run .` at the project root) the default
 experiment is composed, with `fedbench-overrides` applied.
@@ -17,7 +19,7 @@ import math
 import os
 import random
 import time
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +28,17 @@ from flwr.app import ArrayRecord, Context
 from flwr.serverapp import Grid, ServerApp
 
 from fedbench.analyze import analyze_finished
+from fedbench.core.numerics import state_sha256
 from fedbench.experiment.codec import EXPERIMENT_KEY, from_json, to_json
-from fedbench.experiment.fleet import expand_fleet
+from fedbench.experiment.fleet import Fleet, expand_fleet, kind_column
 from fedbench.experiment.schema import Experiment
 from fedbench.ledger import Ledger
 from fedbench.report.integrity import RowsIntegrity, set_aside
 from fedbench.report.lock import RunLock
-from fedbench.report.loggers import RunLogger, build_loggers
 from fedbench.report.progress import console
 from fedbench.report.server_rounds import SERVER_ROUNDS_CSV, ServerRoundsWriter
 from fedbench.report.writer import ROUNDS_CSV, SUMMARY_JSON, DayResult, RunWriter
+from fedbench.runtime import heap
 from fedbench.runtime.base import build_runtime
 from fedbench.runtime.launch import die_with_parent
 from fedbench.scenarios.base import build_scenario
@@ -49,18 +52,17 @@ from fedbench.server.fleet_strategy import FleetStrategy, check_minimums
 from fedbench.server.fleet_view import FleetView
 from fedbench.server.hooks import (
     AvailabilityHook,
-    CheckpointHook,
     LedgerHook,
-    LoggerHook,
-    ProgressHook,
-    RecordHook,
+    Signals,
+    build_hooks,
     clock,
     progress,
 )
-from fedbench.server.loop import LoopParts, LoopState
+from fedbench.server.loop import LoopParts
 from fedbench.server.modes import build_mode
 from fedbench.server.resumable import check_resumable
-from strategies.base import build_selector
+from fedbench.server.run import LoopState, Run, ServerHook
+from strategies.base import SelectionStrategy, build_selector
 
 OVERRIDES_KEY = "fedbench-overrides"
 
@@ -79,120 +81,47 @@ def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, 
     scenario = build_scenario(experiment)
     selector = build_selector(experiment)
     selector.check_fleet(len(devices))
-    resumed = checkpoint.load(run_dir)
-    rows = RowsIntegrity(run_dir / ROUNDS_CSV)
-    if resumed is None:
-        # A run killed before its first checkpoint starts over; what it wrote is kept aside.
-        if set_aside(run_dir, (ROUNDS_CSV, SERVER_ROUNDS_CSV, SUMMARY_JSON)):
-            progress("no checkpoint: starting over (earlier rows moved to *.interrupted-*)")
-    else:
-        if "integrity" in resumed.writer:
-            rows.verify(resumed.writer["integrity"])
-        check_resumable(run_dir, resumed, sum(1 for _ in scenario.schedule()))
-    writer = RunWriter(
-        run_dir,
-        {"name": experiment.name, "num_devices": len(devices)},
-        accelerator=build_runtime(experiment).accelerator,
-    )
-    server_rounds = ServerRoundsWriter(run_dir)
-    watch = UpdateWatch(writer.meta)
-    loggers: list[RunLogger] = []
+    rounds = sum(1 for _ in scenario.schedule())
+    folder = Folder.open(run_dir, experiment, len(devices), rounds)
+    run: Run | None = None
+    hooks: list[ServerHook] = []
     try:
-        loggers = build_loggers(list(experiment.report.loggers), run_dir)
-        side = server_side(experiment, devices)
-        ledger = Ledger(devices)
-        with console.task("predicting each profile's round (measuring the workload)"):
-            cannot = side.predict(ledger)
-        writer.meta["predicted_oom"] = cannot  # strategies do not pick them
-        if cannot:
-            progress(
-                f"{len(cannot)} device(s) cannot fit this training in memory and are "
-                f"not picked: {', '.join(cannot[:8])}{' ...' if len(cannot) > 8 else ''}"
-            )
-        algorithm = side.algorithm()
-        check_minimums(algorithm, selector.clients_per_round)
-        runtime = build_runtime(experiment)
-        defense = Defense.build(
-            experiment.defense, devices, side.example_counts(), runtime.announced_names(run_dir)
-        )
-        progress(f"{len(devices)} devices; waiting for their nodes")
-        seating = runtime.seating(grid, experiment, run_dir)
-        view = FleetView(devices, experiment)
-        fleet = FleetStrategy(
-            algorithm,
-            selector,
-            ledger,
-            seating,
-            to_json(experiment),
-            tuple(d.kind for d in devices),
-            view.traits if view.population is not None else None,
-        )
-        evaluator = side.evaluator(grid, fleet, runtime.round_timeout_s)
-        if resumed is None:
-            state = _start(side, evaluator, writer, scenario.unit, wall_start)
-        else:
-            selector.load_state_dict(resumed.selector)
-            checkpoint.import_data(algorithm, resumed.algorithm)
-            ledger.load_state_dict(resumed.ledger)
-            writer.load_state_dict(resumed.writer)
-            server_rounds.load_state_dict(resumed.writer["server_rounds"])
-            checkpoint.set_rng_state(resumed.rng)
-            watch.resume(run_dir, resumed.round)
-            state = LoopState(
-                resumed.round, resumed.now_s, resumed.model_version, ArrayRecord(resumed.arrays)
-            )
-            progress(f"resuming after round {state.round} (virtual {clock(state.now_s)})")
-
-        def save(ckpt: checkpoint.Checkpoint) -> None:
-            # The checkpoint vouches for rounds.csv as far as it was written.
-            mark = rows.advance(int(ckpt.writer["csv_bytes"]))
-            checkpoint.save(run_dir, replace(ckpt, writer={**ckpt.writer, "integrity": mark}))
-
-        rounds = sum(1 for _ in scenario.schedule())
+        side, parts = _assemble(grid, experiment, devices, selector, folder)
+        hooks = list(parts.hooks)
         with console.task("rounds", total=rounds, unit="rounds") as task:
-            availability = AvailabilityHook(view, ledger)
-            hooks = [
-                availability,
-                LedgerHook(ledger),
-                watch,  # before the records: the summary names rounds without an update
-                RecordHook(writer, server_rounds, wall_start, availability),
-                LoggerHook(loggers, writer.energy_total),
-                ProgressHook(experiment.report.progress_per_round, wall_start, scenario.unit, task),
-                CheckpointHook(save, selector, algorithm, ledger, writer, server_rounds),
-            ]
-            parts = LoopParts(
-                grid,
-                fleet,
-                build_close(experiment),
-                evaluator,
-                hooks,
-                side.train_config(),
-                side.arrays_key,
-                runtime.round_timeout_s,
-                view.available_at,
-                runtime.wall_clock,
-                defense,
+            run = Run(
+                experiment=experiment,
+                run_dir=run_dir,
+                writer=folder.writer,
+                server_rounds=folder.server_rounds,
+                ledger=parts.fleet.ledger,
+                selector=selector,
+                algorithm=parts.fleet.inner,
+                unit=scenario.unit,
+                wall_start=wall_start,
+                task=task,
+                save=folder.save,
             )
+            state = folder.resume(run) or _start(side, parts.evaluator, folder.writer, run)
+            folder.writer.meta["warnings"] = run.warnings
+            for hook in hooks:
+                hook.on_run_begin(run)
             loop = build_mode(experiment).loop(parts)
             task.advance(state.round)
             try:
                 loop.run(scenario.schedule(), state)
             finally:
-                writer.meta["server_time_per_round_s"] = _spread(loop.server_times)
-                writer.meta.update(loop.summary())
+                folder.writer.meta["server_time_per_round_s"] = _spread(loop.server_times)
+                folder.writer.meta["stopped"] = asdict(loop.stopped) if loop.stopped else None
+                folder.writer.meta.update(loop.summary())
+            if loop.stopped is not None:
+                stop = loop.stopped
+                progress(f"stopped after round {stop.round} by {stop.hook}: {stop.reason}")
     except BaseException as exc:
-        ending = ending_of(exc)
-        server_rounds.close()
-        writer.meta["failure"] = ending.failure
-        _finish(writer, ending, experiment.report.plots)
+        folder.close(ending_of(exc), run, hooks, experiment.report.plots)
         raise
-    finally:
-        for logger in loggers:
-            logger.close()
-    server_rounds.close()
-    ending = watch.ending()
-    writer.meta["failure"] = ending.failure
-    summary = _finish(writer, ending, experiment.report.plots)
+    ending = folder.watch.ending()
+    summary = folder.close(ending, run, hooks, experiment.report.plots)
     if ending.status == COMPLETED:
         progress(f"done: {_result_line(summary, scenario.unit)} -> {run_dir}")
     else:
@@ -200,25 +129,143 @@ def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, 
     return summary
 
 
-def _finish(writer: RunWriter, ending: Ending, plots: bool) -> dict[str, Any]:
-    """The summary, marked with how the run ended; with `plots`, the folder's figures."""
-    summary = writer.finish(ending.status, ending.error)
-    if plots:
-        analyze_finished(writer.run_dir)
-    return summary
+def _assemble(
+    grid: Grid,
+    experiment: Experiment,
+    devices: Fleet,
+    selector: SelectionStrategy,
+    folder: Folder,
+) -> tuple[ServerSide, LoopParts]:
+    """The app's server side and what the run mode's loop runs with: strategies, hooks, ..."""
+    hooks = build_hooks(experiment)
+    side = server_side(experiment, devices)
+    ledger = Ledger(devices)
+    view = FleetView(devices, experiment)  # the population is drawn once, here
+    with console.task("predicting each profile's round (measuring the workload)"):
+        cannot = side.predict(ledger, view)
+    heap.release()  # the population draw's temporaries, back to the OS for the whole run
+    # Strategies do not pick them. Per profile: a million names would be no summary.
+    folder.writer.meta["predicted_oom"] = _per_profile(devices, cannot)
+    if len(cannot):
+        names = ", ".join(ledger.names(cannot[:8]))
+        progress(
+            f"{len(cannot)} device(s) cannot fit this training in memory and are "
+            f"not picked: {names}{' ...' if len(cannot) > 8 else ''}"
+        )
+    algorithm = side.algorithm()
+    check_minimums(algorithm, selector.clients_per_round)
+    runtime = build_runtime(experiment)
+    # The intra-op threads each side computed with (docs/results.md, reproducibility).
+    folder.writer.provenance["threads"] = {
+        "server": runtime.server_threads,
+        "client": runtime.client_cpus,
+    }
+    announced = runtime.announced_names(folder.run_dir)
+    defense = Defense.build(experiment.defense, devices, side.example_counts(), announced)
+    progress(f"{len(devices)} devices; waiting for their nodes")
+    seating = runtime.seating(grid, experiment, folder.run_dir)
+    traits = view.traits if view.population is not None else None
+    kinds = kind_column(devices)
+    fleet = FleetStrategy(algorithm, selector, ledger, seating, to_json(experiment), kinds, traits)
+    # Selection and honest endings rest on these; the configured hooks come after them.
+    # The update watch comes before the records: the summary names rounds without an update.
+    always = [AvailabilityHook(view, ledger), LedgerHook(ledger), Signals(), folder.watch]
+    parts = LoopParts(
+        grid,
+        fleet,
+        build_close(experiment),
+        side.evaluator(grid, fleet, runtime.round_timeout_s),
+        [*always, *hooks],
+        side.train_config(),
+        side.arrays_key,
+        runtime.round_timeout_s,
+        view.available_at,
+        runtime.wall_clock,
+        defense,
+    )
+    return side, parts
 
 
-def _start(
-    side: ServerSide, evaluator: Evaluator, writer: RunWriter, unit: str, wall_start: float
-) -> LoopState:
+@dataclass
+class Folder:
+    """The run folder: its writers, and the checkpoint a resumed run continues from."""
+
+    run_dir: Path
+    writer: RunWriter
+    server_rounds: ServerRoundsWriter
+    watch: UpdateWatch
+    rows: RowsIntegrity
+    resumed: checkpoint.Checkpoint | None
+
+    @classmethod
+    def open(cls, run_dir: Path, experiment: Experiment, num_devices: int, rounds: int) -> Folder:
+        resumed = checkpoint.load(run_dir)
+        rows = RowsIntegrity(run_dir / ROUNDS_CSV)
+        if resumed is None:
+            # A run killed before its first checkpoint starts over; what it wrote is kept aside.
+            if set_aside(run_dir, (ROUNDS_CSV, SERVER_ROUNDS_CSV, SUMMARY_JSON)):
+                progress("no checkpoint: starting over (earlier rows moved to *.interrupted-*)")
+        else:
+            if "integrity" in resumed.writer:
+                rows.verify(resumed.writer["integrity"])
+            check_resumable(run_dir, resumed, rounds)
+        writer = RunWriter(
+            run_dir,
+            {"name": experiment.name, "num_devices": num_devices},
+            accelerator=build_runtime(experiment).accelerator,
+        )
+        server_rounds = ServerRoundsWriter(run_dir)
+        return cls(run_dir, writer, server_rounds, UpdateWatch(writer.meta), rows, resumed)
+
+    def save(self, ckpt: checkpoint.Checkpoint) -> None:
+        """Save `ckpt`; it vouches for rounds.csv as far as it was written."""
+        mark = self.rows.advance(int(ckpt.writer["csv_bytes"]))
+        checkpoint.save(self.run_dir, replace(ckpt, writer={**ckpt.writer, "integrity": mark}))
+
+    def resume(self, run: Run) -> LoopState | None:
+        """The state after the checkpoint's round, all of it restored (None: no checkpoint)."""
+        ckpt = self.resumed
+        if ckpt is None:
+            return None
+        run.selector.load_state_dict(ckpt.selector)
+        checkpoint.import_data(run.algorithm, ckpt.algorithm)
+        run.ledger.load_state_dict(ckpt.ledger)
+        self.writer.load_state_dict(ckpt.writer)
+        self.server_rounds.load_state_dict(ckpt.writer["server_rounds"])
+        checkpoint.set_rng_state(ckpt.rng)
+        self.watch.resume(self.run_dir, ckpt.round)
+        state = LoopState(ckpt.round, ckpt.now_s, ckpt.model_version, ArrayRecord(ckpt.arrays))
+        progress(f"resuming after round {state.round} (virtual {clock(state.now_s)})")
+        return state
+
+    def close(
+        self, ending: Ending, run: Run | None, hooks: list[ServerHook], plots: bool
+    ) -> dict[str, Any]:
+        """The hooks' run end, then the summary marked with how the run ended (and figures)."""
+        try:
+            if run is not None:
+                for hook in hooks:
+                    hook.on_run_end(run, ending.status)
+        finally:
+            self.server_rounds.close()
+            self.writer.meta["failure"] = ending.failure
+            summary = self.writer.finish(ending.status, ending.error)
+        if plots:
+            analyze_finished(self.run_dir)
+        return summary
+
+
+def _start(side: ServerSide, evaluator: Evaluator, writer: RunWriter, run: Run) -> LoopState:
     """The initial model, scored as round (or day) 0."""
     arrays, how = side.initial_arrays()
+    # Which pretrained weights day 0 started from: equal hashes, equal starting points.
+    writer.provenance["initial_model_sha256"] = state_sha256(arrays.to_torch_state_dict())
     first = evaluator(0, arrays)
     accuracy = accuracy_of(first)
-    wall = time.perf_counter() - wall_start
+    wall = time.perf_counter() - run.wall_start
     writer.day(DayResult(0, 0, accuracy, loss_of(first), 0.0, wall))
     shown = f"accuracy {100 * accuracy:.2f}%" if not math.isnan(accuracy) else "not evaluated"
-    progress(f"{unit} 0: {shown} (initial model: {how})")
+    progress(f"{run.unit} 0: {shown} (initial model: {how})")
     return LoopState(0, 0.0, 0, arrays)
 
 
@@ -238,6 +285,12 @@ def _result_line(summary: dict[str, Any], unit: str) -> str:
     if isinstance(first, float) and not math.isnan(first):
         line += f" vs {unit} 0 {100 * first:.2f}%"
     return line
+
+
+def _per_profile(devices: Fleet, indices: np.ndarray) -> dict[str, int]:
+    """How many of the devices `indices` each profile has (profiles with none left out)."""
+    counts = np.bincount(devices.profile_code[indices], minlength=len(devices.profile_names))
+    return {p: int(c) for p, c in zip(devices.profile_names, counts, strict=True) if c}
 
 
 def experiment_of(context: Context) -> Experiment:

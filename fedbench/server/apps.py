@@ -10,6 +10,7 @@ asks.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -19,11 +20,13 @@ from flwr.serverapp.strategy import Strategy
 
 from fedbench.core.device import DeviceSpec
 from fedbench.experiment.build import build_algorithm, build_model
+from fedbench.experiment.fleet import fleet_index
 from fedbench.experiment.schema import Experiment
 from fedbench.ledger import Ledger
 from fedbench.protocol import ARRAYS
-from fedbench.scenarios.base import build_scenario
-from fedbench.scenarios.context import data_context
+from fedbench.runtime.base import build_runtime
+from fedbench.scenarios.base import Scenario, build_scenario
+from fedbench.scenarios.context import DataContext, data_context
 from fedbench.scenarios.pretrain import pretrained_state
 from fedbench.server.capture import Captured, capture
 from fedbench.server.evaluation import (
@@ -34,6 +37,7 @@ from fedbench.server.evaluation import (
 )
 from fedbench.server.fleet_strategy import FleetStrategy
 from fedbench.server.fleet_view import FleetView
+from fedbench.train import hyper
 
 
 class ServerSide(ABC):
@@ -54,11 +58,11 @@ class ServerSide(ABC):
         """What every train message's config carries besides what the strategy adds."""
         return ConfigRecord()
 
-    def predict(self, ledger: Ledger) -> list[str]:
-        """Fill the ledger's predictions; the devices predicted not to fit in memory."""
-        return []
+    def predict(self, ledger: Ledger, view: FleetView) -> np.ndarray:
+        """Fill the ledger's predictions; the indices of devices predicted not to fit in memory."""
+        return np.empty(0, dtype=np.int64)
 
-    def example_counts(self) -> dict[str, int]:
+    def example_counts(self) -> Mapping[str, int]:
         """Device -> the most examples one of its rounds trains on, where the server knows."""
         return {}
 
@@ -66,17 +70,22 @@ class ServerSide(ABC):
 class OwnApp(ServerSide):
     """fedbench's own model, data and training (no `app=`)."""
 
-    def __init__(self, experiment: Experiment, devices: tuple[DeviceSpec, ...]) -> None:
+    def __init__(self, experiment: Experiment, devices: Sequence[DeviceSpec]) -> None:
         self.experiment = experiment
         self.devices = devices
         self.scenario = build_scenario(experiment)
         self.ctx = data_context(experiment, len(devices))
         self.model = build_model(experiment.model)
+        self.threads = build_runtime(experiment).server_threads
 
     def initial_arrays(self) -> tuple[ArrayRecord, str]:
         pretrain = self.scenario.pretrain
         state, cached = pretrained_state(
-            self.experiment, pretrain, self.ctx, lambda: build_model(self.experiment.model)
+            self.experiment,
+            pretrain,
+            self.ctx,
+            lambda: build_model(self.experiment.model),
+            self.threads,
         )
         self.model.load_state_dict(state)
         how = "from cache" if cached else f"{pretrain.epochs} epochs"
@@ -86,22 +95,47 @@ class OwnApp(ServerSide):
         return build_algorithm(self.experiment)
 
     def evaluator(self, grid: Grid, fleet: FleetStrategy, timeout_s: float) -> Evaluator:
-        return TestSplitEvaluation(self.model, self.ctx.splits.test)
+        return TestSplitEvaluation(self.model, self.ctx.splits.test, self.threads)
 
-    def predict(self, ledger: Ledger) -> list[str]:
-        view = FleetView(self.devices, self.experiment)
+    def train_config(self) -> ConfigRecord:
+        # The train group's hyperparameters, sent the way a Flower ServerApp sends its own.
+        return ConfigRecord(hyper.to_config(self.experiment.train.params()))
+
+    def predict(self, ledger: Ledger, view: FleetView) -> np.ndarray:
         view.predict(ledger, self.model, self.experiment, self.scenario, self.ctx)
-        return ledger.names(np.flatnonzero(ledger.pred_peak_mem_mb > ledger.mem_budget_mb))
+        return np.flatnonzero(ledger.pred_peak_mem_mb > ledger.mem_budget_mb)
 
-    def example_counts(self) -> dict[str, int]:
+    def example_counts(self) -> Mapping[str, int]:
         # The scenario deals every device its data, physical ones included.
-        return {d.name: self.scenario.expected_examples(self.ctx, d.index) for d in self.devices}
+        return ExampleCounts(self.devices, self.scenario, self.ctx)
+
+
+class ExampleCounts(Mapping[str, int]):
+    """Device name -> the examples a round of it trains on, worked out for the device asked.
+
+    The defense asks about the devices that replied; a dict of every device
+    would be a million entries built for a hundred lookups a round.
+    """
+
+    def __init__(self, devices: Sequence[DeviceSpec], scenario: Scenario, ctx: DataContext):
+        self.index = fleet_index(devices)
+        self.scenario = scenario
+        self.ctx = ctx
+
+    def __getitem__(self, name: str) -> int:
+        return self.scenario.expected_examples(self.ctx, self.index[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.index)
+
+    def __len__(self) -> int:
+        return len(self.index)
 
 
 class UserApp(ServerSide):
     """A user's Flower app (`app=`): what its ServerApp would have started with."""
 
-    def __init__(self, experiment: Experiment, devices: tuple[DeviceSpec, ...]) -> None:
+    def __init__(self, experiment: Experiment, devices: Sequence[DeviceSpec]) -> None:
         assert experiment.app is not None
         self.experiment = experiment
         self.captured: Captured = capture(experiment.app, len(devices))
@@ -119,13 +153,15 @@ class UserApp(ServerSide):
 
     def evaluator(self, grid: Grid, fleet: FleetStrategy, timeout_s: float) -> Evaluator:
         if self.captured.evaluate_fn is not None:
-            return AppEvaluation(self.captured.evaluate_fn)
+            app = self.experiment.app
+            threads = build_runtime(self.experiment).server_threads
+            return AppEvaluation(self.captured.evaluate_fn, app.name if app else "app", threads)
         return FederatedEvaluation(grid, fleet, self.captured.evaluate_config, timeout_s)
 
     def train_config(self) -> ConfigRecord:
         return ConfigRecord(dict(self.captured.train_config))
 
 
-def server_side(experiment: Experiment, devices: tuple[DeviceSpec, ...]) -> ServerSide:
+def server_side(experiment: Experiment, devices: Sequence[DeviceSpec]) -> ServerSide:
     torch.manual_seed(experiment.seed)
     return OwnApp(experiment, devices) if experiment.app is None else UserApp(experiment, devices)

@@ -1,22 +1,32 @@
 """What a user's ServerApp would start with: its model, strategy, rounds and evaluation.
 
 A Flower app's ServerApp builds its initial model and a strategy and calls
-`strategy.start(grid, initial_arrays, num_rounds, train_config, ...,
-evaluate_fn)`. fedbench runs its own round loop instead (selection, the
-virtual clock, the records), so it runs the app's ServerApp once against a
-`CaptureGrid` that stops it at its first send: the messages give the initial
-weights and the train config, and the frame of `Strategy.start` (a read of
-Flower's public method, not a change to it) gives the strategy object,
-`num_rounds` and `evaluate_fn`. An app whose ServerApp sends no training
-round cannot be run (a clear error says so).
+`strategy.start(grid, initial_arrays, num_rounds, timeout, train_config,
+evaluate_config, evaluate_fn)`. fedbench runs its own round loop instead
+(selection, the virtual clock, the records), so it runs the app's ServerApp
+once, with two stops:
+
+- while it runs, `Strategy.start` is wrapped: the wrapper binds the call's
+  arguments to the method's documented signature (the strategy object,
+  `num_rounds`, `train_config`, `evaluate_config`, `evaluate_fn`) and goes
+  on into Flower's own `start` without the evaluation (fedbench evaluates
+  the initial model itself);
+- the grid is a `CaptureGrid` that stops the app at its first send: the
+  messages give the initial weights, the ArrayRecord's name and, for an app
+  that sends without `Strategy.start`, the train config.
+
+Nothing of Flower's is read but its public signature, which
+tests/server/test_flower_couplings.py pins. An app whose ServerApp sends no
+training round cannot be run (a clear error says so).
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterable
+import inspect
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from types import FrameType
+from typing import Any
 
 from flwr.app import (
     ArrayRecord,
@@ -31,7 +41,7 @@ from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import Strategy
 
 from fedbench.errors import FedbenchError
-from fedbench.experiment.app import AppConfig
+from fedbench.experiment.app import AppConfig, app_failure
 
 
 @dataclass(frozen=True)
@@ -45,13 +55,45 @@ class Captured:
     evaluate_config: ConfigRecord
 
 
+# The arguments of `Strategy.start` fedbench takes from an app, by their documented names.
+START_ARGUMENTS = ("self", "num_rounds", "train_config", "evaluate_config", "evaluate_fn")
+
+
 class _Stop(BaseException):
     """Raised inside the app's ServerApp at its first send (BaseException: apps catch Exception)."""
 
-    def __init__(self, messages: list[Message], start: FrameType | None) -> None:
+    def __init__(self, messages: list[Message]) -> None:
         super().__init__("captured")
         self.messages = messages
-        self.start = start
+
+
+@contextmanager
+def _start_arguments() -> Iterator[dict[str, Any]]:
+    """While it is open, `Strategy.start` puts its bound arguments into the yielded dict.
+
+    The call then goes on into Flower's own `start` (up to the first send, where
+    the CaptureGrid stops it), without `evaluate_fn`: evaluating the initial
+    model is the round loop's job, and an app's evaluation may take a while.
+    """
+    original = Strategy.start
+    signature = inspect.signature(original)
+    found: dict[str, Any] = {}
+
+    def start(self: Strategy, *args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        found.update(bound.arguments)
+        config = bound.arguments["train_config"]
+        if isinstance(config, ConfigRecord):  # Flower's strategies write into the one they get
+            found["train_config"] = ConfigRecord(dict(config))
+        bound.arguments["evaluate_fn"] = None
+        return original(*bound.args, **bound.kwargs)
+
+    Strategy.start = start  # type: ignore[method-assign]
+    try:
+        yield found
+    finally:
+        Strategy.start = original  # type: ignore[method-assign]
 
 
 class CaptureGrid(Grid):
@@ -81,7 +123,7 @@ class CaptureGrid(Grid):
         return range(1, self.num_nodes + 1)
 
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        raise _Stop(list(messages), _start_frame())
+        raise _Stop(list(messages))
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
         return []
@@ -89,17 +131,7 @@ class CaptureGrid(Grid):
     def send_and_receive(
         self, messages: Iterable[Message], *, timeout: float | None = None
     ) -> Iterable[Message]:
-        raise _Stop(list(messages), _start_frame())
-
-
-def _start_frame() -> FrameType | None:
-    """The frame of Flower's `Strategy.start` that is sending, if any."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code is Strategy.start.__code__:
-            return frame
-        frame = frame.f_back  # type: ignore[assignment]
-    return None
+        raise _Stop(list(messages))
 
 
 def load_server_app(app: AppConfig) -> ServerApp:
@@ -117,16 +149,19 @@ def capture(app: AppConfig, num_devices: int) -> Captured:
     context = Context(
         run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config=dict(app.run_config)
     )
-    try:
-        server_app(CaptureGrid(num_devices), context)
-    except _Stop as stop:
-        return _captured(app, stop)
+    with _start_arguments() as started:
+        try:
+            server_app(CaptureGrid(num_devices), context)
+        except _Stop as stop:
+            return _captured(app, stop, started)
+        except Exception as exc:  # the app's own code (its model, data, evaluate_fn at round 0)
+            raise app_failure(app.name, f"its ServerApp {app.serverapp!r}", exc) from None
     raise FedbenchError(
         f"app serverapp {app.serverapp!r} returned without sending a training round"
     )
 
 
-def _captured(app: AppConfig, stop: _Stop) -> Captured:
+def _captured(app: AppConfig, stop: _Stop, started: dict[str, Any]) -> Captured:
     train = [m for m in stop.messages if m.metadata.message_type.split(".")[0] == MessageType.TRAIN]
     if not train:
         raise FedbenchError(f"app serverapp {app.serverapp!r}: its first messages are not training")
@@ -137,19 +172,22 @@ def _captured(app: AppConfig, stop: _Stop) -> Captured:
             f"app serverapp {app.serverapp!r}: a train message with {len(arrays)} ArrayRecords; "
             "fedbench aggregates exactly one model"
         )
-    configs = list(content.config_records.values())
-    train_config = ConfigRecord(dict(configs[0])) if configs else ConfigRecord()
-    train_config.pop("server-round", None)  # the strategy sets it every round
-    found = stop.start.f_locals if stop.start is not None else {}
-    strategy = found.get("self")
-    evaluate_config = found.get("evaluate_config")
+    strategy = started.get("self")
+    given = started.get("train_config")
+    if isinstance(given, ConfigRecord):  # what the app hands Strategy.start: no strategy key yet
+        train_config = ConfigRecord(dict(given))
+    else:  # an app that sends by itself: its first message's config, less the round
+        configs = list(content.config_records.values())
+        train_config = ConfigRecord(dict(configs[0])) if configs else ConfigRecord()
+        train_config.pop("server-round", None)
+    evaluate_config = started.get("evaluate_config")
     return Captured(
         arrays=arrays[0][1],
         arrays_key=arrays[0][0],
         train_config=train_config,
         strategy=strategy if isinstance(strategy, Strategy) else None,
-        num_rounds=found.get("num_rounds"),
-        evaluate_fn=found.get("evaluate_fn"),
+        num_rounds=started.get("num_rounds"),
+        evaluate_fn=started.get("evaluate_fn"),
         evaluate_config=evaluate_config
         if isinstance(evaluate_config, ConfigRecord)
         else ConfigRecord(),

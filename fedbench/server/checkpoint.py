@@ -100,6 +100,13 @@ def import_data(obj: object, state: Mapping[str, Any]) -> None:
 
 def encode(value: Any) -> Any:
     """Plain data and numpy arrays as what `torch.load(weights_only=True)` reads back."""
+    if isinstance(value, np.generic):
+        # Before the plain types: np.float64 is a float, but pickles as a numpy object that
+        # weights_only refuses (FedAdam's moments of BatchNorm's num_batches_tracked are such
+        # scalars). Kept as a 0-d tensor, it comes back as the same numpy scalar type.
+        if isinstance(value, np.str_):
+            return str(value)
+        return {"__npscalar__": torch.from_numpy(np.asarray(value).copy())}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, np.ndarray):
@@ -121,6 +128,8 @@ def decode(value: Any) -> Any:
     if isinstance(value, dict):
         if "__ndarray__" in value:
             return value["__ndarray__"].numpy()
+        if "__npscalar__" in value:
+            return value["__npscalar__"].numpy()[()]
         if "__arrayrecord__" in value:
             return ArrayRecord({k: v for k, v in value["__arrayrecord__"].items()})
         if "__tensor__" in value:

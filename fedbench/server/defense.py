@@ -136,7 +136,8 @@ class Defense:
     ) -> Defense:
         # A device's ceilings are its profile's, whatever the fleet's knobs.
         bounds = {p: bounds_for(make_meter(d), config) for p, d in by_profile(devices).items()}
-        return cls(config, bounds, dict(examples or {}), dict(names or {}))
+        # `examples` is kept as given: for a large fleet it is computed per device asked.
+        return cls(config, bounds, examples if examples is not None else {}, dict(names or {}))
 
     def bounds_of(self, profile: str) -> CostBounds:
         found = self.bounds.get(profile)

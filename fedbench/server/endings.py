@@ -7,6 +7,8 @@ summary.json (`status`, `failure`, `error`):
   no device delivered an update (each also a console line);
 - failed / no_updates: no round produced an update (every device failed,
   dropped, timed out or was refused);
+- failed / app: the user's app raised (its ServerApp, its evaluate_fn): the
+  app and the exception; the traceback is in console.log;
 - failed / error: an exception ended the run (its type and message);
 - interrupted / interrupted: Ctrl-C or SIGTERM.
 
@@ -20,12 +22,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fedbench.experiment.app import AppError
 from fedbench.report.server_rounds import SERVER_ROUNDS_CSV
 from fedbench.server.hooks import progress
-from fedbench.server.loop import LoopState, RoundOutcome, ServerHook
+from fedbench.server.run import LoopState, RoundOutcome, ServerHook
 
 COMPLETED, FAILED, INTERRUPTED = "completed", "failed", "interrupted"
-NO_UPDATES, ERROR = "no_updates", "error"
+NO_UPDATES, ERROR, APP = "no_updates", "error", "app"
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ class UpdateWatch(ServerHook):
             self.rounds = upto
         self.meta["rounds_without_update"] = self.empty
 
-    def on_round(self, outcome: RoundOutcome, state: LoopState) -> None:
+    def on_round_end(self, outcome: RoundOutcome, state: LoopState) -> None:
         self.rounds += 1
         for r in outcome.reports:
             if "refused" in r.reason:  # what the defense kept out, on the console too
@@ -101,4 +104,6 @@ def _why(outcome: RoundOutcome) -> str:
 def ending_of(exc: BaseException) -> Ending:
     if isinstance(exc, (KeyboardInterrupt, SystemExit)):
         return Ending(INTERRUPTED, INTERRUPTED, f"{type(exc).__name__}: {exc}".rstrip(": "))
+    if isinstance(exc, AppError):
+        return Ending(FAILED, APP, str(exc))
     return Ending(FAILED, ERROR, f"{type(exc).__name__}: {exc}")

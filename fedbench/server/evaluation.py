@@ -23,7 +23,9 @@ from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
 from flwr.serverapp import Grid
 from torch import nn
 
+from fedbench.core.numerics import fixed_threads
 from fedbench.data.source import Tensors
+from fedbench.experiment.app import app_failure
 from fedbench.server.fleet_strategy import FleetStrategy
 from fedbench.train.loop import evaluate
 
@@ -42,22 +44,38 @@ class NoEvaluation(Evaluator):
 
 
 class TestSplitEvaluation(Evaluator):
-    def __init__(self, model: nn.Module, test: Tensors) -> None:
+    """On `threads` intra-op threads (runtime.server_threads), whatever the host has."""
+
+    def __init__(self, model: nn.Module, test: Tensors, threads: int = 1) -> None:
         self.model = model
         self.test = test
+        self.threads = threads
 
     def __call__(self, server_round: int, arrays: ArrayRecord) -> dict[str, float]:
         self.model.load_state_dict(arrays.to_torch_state_dict())
-        loss, accuracy = evaluate(self.model, self.test)
+        with fixed_threads(self.threads):
+            loss, accuracy = evaluate(self.model, self.test)
         return {"accuracy": accuracy, "loss": loss}
 
 
 class AppEvaluation(Evaluator):
-    def __init__(self, evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None]) -> None:
+    def __init__(
+        self,
+        evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None],
+        app: str = "app",
+        threads: int = 1,
+    ) -> None:
         self.evaluate_fn = evaluate_fn
+        self.app = app
+        self.threads = threads
 
     def __call__(self, server_round: int, arrays: ArrayRecord) -> dict[str, float]:
-        return _numbers(self.evaluate_fn(server_round, arrays))
+        try:
+            with fixed_threads(self.threads):
+                result = self.evaluate_fn(server_round, arrays)
+        except Exception as exc:  # the app's code: named as the app's, its traceback kept
+            raise app_failure(self.app, f"its evaluate_fn (round {server_round})", exc) from None
+        return _numbers(result)
 
 
 class FederatedEvaluation(Evaluator):

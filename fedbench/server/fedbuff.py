@@ -18,15 +18,23 @@ host, with any number of workers.
 
 Stale updates are rebased before aggregation: a device that trained from
 version v sends w_v + delta; the Flower strategy receives w_now + delta,
-weighted by num-examples x the staleness weight (FedBuff's server step with
-a learning rate of 1, normalised by the weights). Aggregation stays the
-wrapped strategy's.
+weighted by num-examples x the staleness weight s (FedBuff's server step
+with a learning rate of 1, normalised by the weights). Aggregation stays the
+wrapped strategy's. A strategy that does not weight by num-examples (a
+median, a trimmed mean, Krum) would drop that weight silently, so the loop
+asks first (`weighs_by_examples`: the same updates aggregated twice, their
+weights swapped) and, where it does not, applies s to the update itself:
+w_now + s x delta (a stale update counts less by moving the model less, as
+in FedAsync's mixing). summary.json `async.staleness_applied_to` says which.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import logging
 import math
+import random
 import statistics
 import time
 from collections.abc import Iterable, Mapping
@@ -34,7 +42,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.serverapp.strategy import Strategy
 
 from fedbench.errors import FedbenchError
 from fedbench.protocol import METRICS, NUM_EXAMPLES
@@ -42,10 +51,12 @@ from fedbench.report.progress import console
 from fedbench.scenarios.base import RoundSpec
 from fedbench.server.clock import EventClock
 from fedbench.server.close import WaitForAll
-from fedbench.server.close.base import Closing
-from fedbench.server.loop import LoopParts, LoopState, RoundLoop, RoundOutcome
+from fedbench.server.close.base import Closing, RoundClose
+from fedbench.server.loop import LoopParts, RoundLoop
 from fedbench.server.modes import RunMode
+from fedbench.server.offer import Offer, demand
 from fedbench.server.replies import Reply, Sent
+from fedbench.server.run import LoopState, RoundOutcome
 
 Values = dict[str, np.ndarray]
 
@@ -108,6 +119,21 @@ class FedBuff(RunMode):
         if isinstance(exponent, bool) or not isinstance(exponent, (int, float)) or exponent < 0:
             raise FedbenchError(f"mode.staleness_exponent must be >= 0, got {exponent!r}")
 
+    def check(self, fleet_size: int, picked: int, close: RoundClose) -> None:
+        # FedBuff has no rounds to close: `close` does not apply (the loop says so at start).
+        for key in ("buffer_size", "concurrency"):
+            value = getattr(self, key)
+            if value is not None and value > fleet_size:
+                what = (
+                    "an aggregation would wait for more updates than there are devices"
+                    if key == "buffer_size"
+                    else "no more devices than the fleet's can train at once"
+                )
+                raise FedbenchError(
+                    f"mode.{key}={value} is larger than the fleet ({fleet_size} devices): {what}; "
+                    f"choose 1..{fleet_size}" + (" or null" if key == "concurrency" else "")
+                )
+
     def weight(self, staleness: int) -> float:
         """How much an update `staleness` versions old counts."""
         if self.staleness == "constant":
@@ -120,6 +146,52 @@ class FedBuff(RunMode):
 
 # Virtual seconds without any device to pick before an asynchronous run gives up.
 MAX_IDLE_S = 30 * 86_400.0
+
+
+def weighs_by_examples(strategy: Strategy) -> bool:
+    """Whether `strategy`'s aggregate moves with `num-examples` (a weighted mean does).
+
+    Asked of copies through Flower's own calls: the same four updates
+    (0, 1, 2, 3) are aggregated twice, their weights swapped ((1, 1, 1, 5),
+    then (5, 1, 1, 1)); a weighted aggregate differs, a median, a trimmed
+    mean or Krum does not. A strategy that cannot be asked is taken not to.
+    The random state Flower's sampling draws from is put back.
+    """
+    flwr_logger = logging.getLogger("flwr")
+    level, saved = flwr_logger.level, random.getstate()
+    flwr_logger.setLevel(logging.ERROR)
+    try:
+        first = _probe(strategy, (1, 1, 1, 5))
+        second = _probe(strategy, (5, 1, 1, 1))
+        return not np.allclose(first, second)
+    except Exception:  # noqa: BLE001 - any refusal means: not a weighted mean we can rely on
+        return False
+    finally:
+        random.setstate(saved)
+        flwr_logger.setLevel(level)
+
+
+def _probe(strategy: Strategy, weights: tuple[int, ...]) -> np.ndarray:
+    probe = copy.deepcopy(strategy)
+    start = ArrayRecord({"w": Array(np.zeros(1))})
+    devices = max(len(weights), demand(strategy) or 0)
+    sent = list(probe.configure_train(1, start, ConfigRecord(), Offer(range(devices))))
+    key = next(iter(sent[0].content.array_records))
+    replies = [
+        Message(
+            RecordDict(
+                {
+                    key: ArrayRecord({"w": Array(np.array([float(i)]))}),
+                    METRICS: MetricRecord({NUM_EXAMPLES: n}),
+                }
+            ),
+            reply_to=msg,
+        )
+        for i, (n, msg) in enumerate(zip(weights, sent, strict=False))
+    ]
+    aggregated, _ = probe.aggregate_train(1, replies)
+    assert aggregated is not None
+    return np.asarray(aggregated["w"].numpy())
 
 
 class FedBuffLoop(RoundLoop):
@@ -135,6 +207,14 @@ class FedBuffLoop(RoundLoop):
         self.ignored_close = (
             "" if isinstance(parts.close, WaitForAll) else type(parts.close).__name__
         )
+        # Where the staleness weight goes: the examples weight, or the update itself.
+        self.by_examples = weighs_by_examples(parts.fleet.inner)
+        if not self.by_examples:
+            console.line(
+                f"mode=fedbuff: {type(parts.fleet.inner).__name__} does not weight updates by "
+                "num-examples; each update's staleness weight scales the update itself "
+                "(w + s x delta)"
+            )
         if self.ignored_close:
             console.line(
                 f"mode=fedbuff: round_close ({self.ignored_close}) does not apply; FedBuff "
@@ -171,6 +251,8 @@ class FedBuffLoop(RoundLoop):
                     buffer.append(reply)
                 if len(buffer) >= self.mode.buffer_size:
                     state = self._apply(spec, state, buffer, window, clock.now_s, versions)
+                    if self.stopped is not None:
+                        break  # what is still in flight is left there, as at the last round
                     versions = {v: versions[v] for v in {f.model_version for f in flights.values()}}
                     versions[state.model_version] = _values(state.arrays)
                     buffer, window = [], _Window(clock.now_s, time.perf_counter())
@@ -202,6 +284,7 @@ class FedBuffLoop(RoundLoop):
                 "updates_applied": self.applied,
                 "updates_discarded_stale": self.discarded,
                 "round_close_ignored": self.ignored_close or None,
+                "staleness_applied_to": "num-examples" if self.by_examples else "update",
                 "staleness": {
                     "mean": statistics.fmean(s) if s else None,
                     "median": statistics.median(s) if s else None,
@@ -327,22 +410,35 @@ class FedBuffLoop(RoundLoop):
     def _rebased(
         self, reply: Reply, current: Values, versions: Mapping[int, Values], now: int
     ) -> Reply:
-        """The update moved onto the current model, its weight scaled by its staleness."""
+        """The update moved onto the current model, its staleness weight applied.
+
+        On the examples weight where the strategy weighs by it, else on the
+        update's delta (see the module docstring).
+        """
         assert reply.update is not None
         trained_on = reply.report.model_version
         base = versions[trained_on]
+        weight = self.mode.weight(now - trained_on)
+        scale = 1.0 if self.by_examples else weight
         record = next(iter(reply.update.array_records.values()))
         moved = ArrayRecord(
             {
-                k: Array(np.asarray(current[k] + (a.numpy() - base[k]), dtype=current[k].dtype))
+                k: Array(_moved(current[k], a.numpy() - base[k], scale, current[k].dtype))
                 for k, a in record.items()
             }
         )
         metrics = reply.update.metric_records[METRICS]
         weighted = MetricRecord(dict(metrics))
-        weighted[NUM_EXAMPLES] = float(metrics[NUM_EXAMPLES]) * self.mode.weight(now - trained_on)  # type: ignore[arg-type]
+        if self.by_examples:
+            weighted[NUM_EXAMPLES] = float(metrics[NUM_EXAMPLES]) * weight  # type: ignore[arg-type]
         key = next(iter(reply.update.array_records))
         return dataclasses.replace(reply, update=RecordDict({key: moved, METRICS: weighted}))
+
+
+def _moved(current: np.ndarray, delta: np.ndarray, scale: float, dtype: np.dtype) -> np.ndarray:
+    """current + scale x delta in the model's dtype (scale 1: exactly current + delta)."""
+    step = delta if scale == 1.0 else delta * scale
+    return np.asarray(current + step, dtype=dtype)
 
 
 def _values(arrays: ArrayRecord) -> Values:

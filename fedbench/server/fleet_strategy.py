@@ -21,7 +21,7 @@ Clients must send what the wrapped strategy aggregates (one ArrayRecord,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +35,7 @@ from fedbench.errors import FedbenchError
 from fedbench.ledger import Ledger
 from fedbench.protocol import TASK, TrainTask, tasks_record
 from fedbench.scenarios.base import RoundSpec
-from fedbench.server.offer import Offer, TooFewDevices
+from fedbench.server.offer import ASKS_PER_CONFIGURE, MINIMUM_SETTINGS, Offer, TooFewDevices, demand
 from fedbench.server.replies import Sent
 from strategies.base import SelectionStrategy
 
@@ -55,7 +55,7 @@ class FleetStrategy(Strategy):
         ledger: Ledger,
         seating: Seating,
         experiment_json: str,
-        kinds: tuple[str, ...],
+        kinds: Sequence[str] | np.ndarray,
         traits: Callable[[int, int], Traits | None] | None = None,
     ) -> None:
         self.inner = inner
@@ -63,7 +63,8 @@ class FleetStrategy(Strategy):
         self.ledger = ledger
         self.seating = seating
         self.experiment_json = experiment_json
-        self.kinds = kinds  # per device: the meter kind its node reports (emulated, physical, host)
+        # Per device: the meter kind its node reports (emulated, physical, host).
+        self.kinds = kinds
         # (round, device) -> the device's population draw for its message (FleetView.traits)
         self.traits = traits
         self.round_start: RoundStart | None = None
@@ -178,14 +179,15 @@ class FleetStrategy(Strategy):
         """The wrapped strategy's messages for an offer of exactly the picked devices."""
         if not self.picked:
             return []
-        wants = _minimum(self.inner)
-        if wants > len(self.picked):
+        wants = demand(self.inner)
+        if wants is not None and wants > len(self.picked):
             self.skipped = (
                 f"the Flower strategy (algorithm=) waits for more than the {len(self.picked)} "
                 f"device(s) picked this round (it needs {wants})"
             )
             return []
-        offer = Offer(self.picked)
+        # A strategy that names its minimum never waits now; one that does not is watched.
+        offer = Offer(self.picked, patience=None if wants is not None else ASKS_PER_CONFIGURE)
         try:
             messages = list(configure(offer))  # type: ignore[operator]
         except TooFewDevices as exc:
@@ -206,15 +208,12 @@ def _calls(messages: list[Message], per_call: int) -> list[list[Message]]:
     return calls
 
 
-def _minimum(inner: Strategy) -> int:
-    """The fewest nodes the strategy samples from (Flower's min_* settings), if it says."""
-    values = [getattr(inner, k, 0) for k in ("min_available_nodes", "min_train_nodes")]
-    return max([v for v in values if isinstance(v, int)], default=0)
-
-
 def check_minimums(inner: Strategy, clients_per_round: int) -> None:
     """Refuse a wrapped strategy that could never sample from the devices fedbench offers."""
-    for key in ("min_available_nodes", "min_train_nodes"):
+    from fedbench.server.algorithm_checks import check_parameters
+
+    check_parameters(inner, clients_per_round)
+    for key in MINIMUM_SETTINGS:
         value = getattr(inner, key, None)
         if isinstance(value, int) and value > clients_per_round:
             raise FedbenchError(

@@ -18,6 +18,8 @@ drain, charging) and takes devices below the floor out of the pick.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from torch import nn
 
@@ -28,11 +30,11 @@ from fedbench.devices.network import is_available
 from fedbench.devices.profile import DeviceProfile
 from fedbench.devices.variation import link_s
 from fedbench.experiment.build import workload_optimizer
-from fedbench.experiment.fleet import by_profile
+from fedbench.experiment.fleet import DeviceNames, by_profile, profile_column
 from fedbench.experiment.schema import Experiment
 from fedbench.ledger import Ledger
 from fedbench.population.draw import Population, draw
-from fedbench.population.windows import advance
+from fedbench.population.windows import Cursor, advance
 from fedbench.scenarios.base import Scenario
 from fedbench.scenarios.context import DataContext
 from fedbench.train.loop import step_sizes
@@ -40,16 +42,20 @@ from fedbench.train.round_plan import plan_round
 
 
 class FleetView:
-    def __init__(self, devices: tuple[DeviceSpec, ...], experiment: Experiment) -> None:
-        names = np.array([d.profile for d in devices])
+    def __init__(self, devices: Sequence[DeviceSpec], experiment: Experiment) -> None:
+        profile_names, codes = profile_column(devices)
         first = by_profile(devices)
         # The profiles costs are emulated from (host and physical devices have none).
         self.profiles: dict[str, DeviceProfile] = {}
-        for name, device in first.items():
-            profile = profile_of(device)
+        for name in profile_names:
+            profile = profile_of(first[name])
             if profile is not None:
                 self.profiles[name] = profile
-        self.groups: dict[str, np.ndarray] = {p: np.flatnonzero(names == p) for p in self.profiles}
+        self.groups: dict[str, np.ndarray] = {
+            p: np.flatnonzero(codes == c)
+            for c, p in enumerate(profile_names)
+            if p in self.profiles
+        }
         self.meters = {
             p: make_meter(first[p], experiment.fleet.knobs, workload_optimizer(experiment.train))
             for p in self.groups
@@ -64,8 +70,9 @@ class FleetView:
         if config is not None:
             profiles = [self.profiles[name] for name in self.names]
             self.population = draw(
-                config, profiles, self.code, experiment.seed, [d.name for d in devices]
+                config, profiles, self.code, experiment.seed, DeviceNames(devices)
             )
+        self.cursor: Cursor | None = None  # each device's windows as of the clock (population)
         self.low_battery = 0  # devices in a window but below the floor, at the last update
 
     def predict(
@@ -88,7 +95,7 @@ class FleetView:
         shape = experiment.model.input_shape
         for name, idx in self.groups.items():
             profile = self.profiles[name]
-            examples = np.array([scenario.expected_examples(ctx, int(i)) for i in idx], float)
+            examples = scenario.expected_examples_of(ctx, idx)
             ref = max(int(examples[0]), 1)
             job = TrainJob(
                 experiment.model.name,
@@ -132,6 +139,8 @@ class FleetView:
             for name, idx in self.groups.items():
                 ledger.available[idx] = is_available(self.profiles[name], now_s)
             return
+        if self.cursor is None:  # kept from round to round: only edges crossed are re-read
+            self.cursor = Cursor(pop.windows)
         ledger.battery_pct[:] = advance(
             ledger.battery_pct,
             ledger.battery_time_s,
@@ -140,11 +149,14 @@ class FleetView:
             pop.idle_w,
             pop.charge_w,
             pop.capacity_wh,
+            self.cursor,
         )
         # A device still training past now (a late reply) keeps its own, later time.
         kept = ~np.isnan(ledger.battery_time_s)
         ledger.battery_time_s[kept] = np.maximum(ledger.battery_time_s[kept], now_s)
-        window = pop.windows.inside(now_s) | ~pop.windows.described
+        n = len(ledger)
+        self.cursor.at_all(np.full(n, now_s), np.ones(n, dtype=bool))
+        window = self.cursor.inside | ~pop.windows.described
         low = ledger.battery_pct < pop.floor_pct  # NaN (no battery): False
         ledger.available[:] = window & ~low
         self.low_battery = int((window & low).sum())

@@ -12,7 +12,9 @@ One loop for every scenario, selector, Flower strategy and runtime. A round:
 4. **aggregate**: the accepted updates go to the wrapped strategy;
 5. **account + evaluate + record**: the clock advances; on evaluation
    rounds the Evaluator scores the global model; the outcome goes to the
-   hooks (ledger, run folder, progress, checkpoint - fedbench.server.hooks).
+   hooks (ledger, run folder, progress, checkpoint - fedbench.server.hooks),
+   any of which may stop the run after the round (a target reached, a
+   budget spent: fedbench.server.stopping).
 
 Nothing here knows which runtime, app or selector it runs: those arrive
 built. The loop's own state (round, clock, model) is what a checkpoint
@@ -30,7 +32,6 @@ from dataclasses import dataclass
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 
-from fedbench.core.records import RoundReport
 from fedbench.scenarios.base import RoundSpec
 from fedbench.server.clock import EventClock
 from fedbench.server.close.base import Closing, RoundClose
@@ -38,50 +39,7 @@ from fedbench.server.defense import Defense
 from fedbench.server.evaluation import Evaluator
 from fedbench.server.fleet_strategy import FleetStrategy, RoundStart
 from fedbench.server.replies import Reply, Sent, keep_dtypes, read_replies
-
-
-@dataclass
-class LoopState:
-    """Where the run is: what a checkpoint saves and a resume restores."""
-
-    round: int  # the last complete round (0: none yet)
-    now_s: float  # the virtual clock
-    model_version: int  # aggregations applied to the global model
-    arrays: ArrayRecord  # the global model
-
-
-@dataclass(frozen=True)
-class RoundOutcome:
-    spec: RoundSpec
-    start_s: float  # virtual time the round started
-    closing: Closing
-    replies: list[Reply]  # one per device the round sent a message to, in device order
-    picked: int  # devices the selector picked
-    aggregated: int  # updates the wrapped strategy aggregated
-    model_version: int  # the global model's version after the round
-    train_metrics: MetricRecord | None
-    evaluation: dict[str, float] | None  # on evaluation rounds
-    host_round_s: float  # host seconds from configure to aggregate
-    server_s: float  # of those, the server's own work (not waiting for replies)
-    skipped: str  # why nobody trained, if nobody did
-
-    @property
-    def reports(self) -> list[RoundReport]:
-        return [r.report for r in self.replies]
-
-    @property
-    def end_s(self) -> float:
-        return self.start_s + self.closing.duration_s
-
-
-class ServerHook:
-    """Something that happens around every round; each override is optional."""
-
-    def before_round(self, spec: RoundSpec, now_s: float) -> None:
-        """The round is about to select devices at virtual time `now_s`."""
-
-    def on_round(self, outcome: RoundOutcome, state: LoopState) -> None:
-        """The round is over and `state` is the loop's state after it."""
+from fedbench.server.run import LoopState, RoundOutcome, ServerHook, Stopped
 
 
 @dataclass(frozen=True)
@@ -119,12 +77,15 @@ class RoundLoop:
         self.in_flight: list[Sent] = []  # the devices of the last push
         # The server's own seconds per round, hooks (ledger, records, checkpoint) included.
         self.server_times: list[float] = []
+        self.stopped: Stopped | None = None  # a hook ended the run early
 
     def run(self, schedule: Iterable[RoundSpec], state: LoopState) -> LoopState:
-        """Every round of `schedule` after `state.round`."""
+        """Every round of `schedule` after `state.round`, until a hook stops the run."""
         for spec in schedule:
             if spec.round > state.round:
                 state = self.run_round(spec, state)
+            if self.stopped is not None:
+                break
         return state
 
     def run_round(self, spec: RoundSpec, state: LoopState) -> LoopState:
@@ -132,9 +93,11 @@ class RoundLoop:
         clock: EventClock[Reply] = EventClock(state.now_s)
         clock.advance(spec.earliest_start_s)  # a day starts at its hour, not before
         now_s = clock.now_s
+        # The round's host time starts before its hooks: moving every battery and
+        # availability window to the round's start is the server's work too.
+        started = time.perf_counter()
         for hook in self.hooks:
             hook.before_round(spec, now_s)
-        started = time.perf_counter()
         messages = self.dispatch(spec, now_s, state)
         waiting = time.perf_counter()
         ids = self.push(messages)
@@ -258,9 +221,12 @@ class RoundLoop:
         return {}
 
     def finish(self, outcome: RoundOutcome, after: LoopState) -> None:
+        """Every hook's round end; the first Stop ends the run after this round."""
         hooks_start = time.perf_counter()
         for hook in self.hooks:
-            hook.on_round(outcome, after)
+            stop = hook.on_round_end(outcome, after)
+            if stop is not None and self.stopped is None:
+                self.stopped = Stopped(after.round, type(hook).__name__, stop.reason)
         self.server_times.append(outcome.server_s + time.perf_counter() - hooks_start)
 
 

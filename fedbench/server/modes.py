@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from fedbench.experiment.build import built
 from fedbench.experiment.schema import Experiment
+from fedbench.server.close.base import RoundClose
 from fedbench.server.loop import LoopParts, RoundLoop
 
 
@@ -23,6 +24,11 @@ class RunMode(ABC):
 
     @abstractmethod
     def loop(self, parts: LoopParts) -> RoundLoop: ...
+
+    @abstractmethod
+    def check(self, fleet_size: int, picked: int, close: RoundClose) -> None:
+        """Refuse (FedbenchError) settings this fleet can never satisfy (`picked`: a round's
+        devices; `close`: the experiment's round-close policy), before anything starts."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +39,9 @@ class Synchronous(RunMode):
 
     def loop(self, parts: LoopParts) -> RoundLoop:
         return RoundLoop(parts)
+
+    def check(self, fleet_size: int, picked: int, close: RoundClose) -> None:
+        close.check_round(picked)
 
 
 @functools.lru_cache(maxsize=8)

@@ -6,43 +6,60 @@ message per sampled node. `Offer` answers with the picked devices (as ids
 strategy's messages name devices; FleetStrategy then routes each to the
 node that carries it. Nothing is sent through an Offer.
 
-Flower's `sample_nodes` waits, polling once a second, until
-`min_available_nodes` are connected; an offer never grows, so being asked
-again after such a pause means the strategy wants more devices than were
-picked this round: `TooFewDevices` ends the wait and the round trains
-nobody, with that reason recorded.
+A strategy that wants more nodes than it is offered waits for them (Flower's
+`sample_nodes` polls `get_node_ids` once a second), and an offer never grows.
+`demand` reads how many a strategy waits for from its documented settings
+(`min_available_nodes`, `min_train_nodes`: every strategy of
+`flwr.serverapp.strategy` has them), so FleetStrategy skips such a round
+before asking. A strategy without those settings is offered with `patience`:
+Flower's strategies ask twice per configure (FedAvg.configure_train, then
+sample_nodes), so a third ask is a wait, and `TooFewDevices` ends it; the
+round trains nobody, with that reason recorded. Both facts about Flower are
+pinned by tests/server/test_flower_couplings.py.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
 
 from flwr.app import Message
 from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Strategy
+
+# How often a strategy of flwr.serverapp.strategy reads the node ids in one configure call.
+ASKS_PER_CONFIGURE = 2
+# The settings that say how many nodes a Flower strategy waits for before it samples.
+MINIMUM_SETTINGS = ("min_available_nodes", "min_train_nodes")
 
 
 class TooFewDevices(Exception):
     """The wrapped strategy needs more devices than the selector picked this round."""
 
 
+def demand(strategy: Strategy) -> int | None:
+    """The fewest nodes `strategy` samples from, by its settings; None if it names none."""
+    values = [getattr(strategy, key, None) for key in MINIMUM_SETTINGS]
+    known = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    return max(known) if known else None
+
+
 class Offer(Grid):
-    def __init__(self, devices: Sequence[int]) -> None:
+    def __init__(self, devices: Sequence[int], patience: int | None = None) -> None:
+        """`patience`: the asks after which another one is a wait (None: never a wait)."""
         self.devices = [int(d) for d in devices]
-        self._last_asked: float | None = None
+        self.patience = patience
+        self.asked = 0
 
     @staticmethod
     def device_of(message: Message) -> int:
         return int(message.metadata.dst_node_id) - 1
 
     def get_node_ids(self) -> Iterable[int]:
-        now = time.monotonic()
-        waited = self._last_asked is not None and now - self._last_asked > 0.5
-        self._last_asked = now
-        if waited:  # the strategy slept, waiting for more nodes than there will ever be
+        self.asked += 1
+        if self.patience is not None and self.asked > self.patience:
             raise TooFewDevices(
                 f"the Flower strategy (algorithm=) waits for more than the {len(self.devices)} "
-                "device(s) picked this round (its min_available_nodes / min_train_nodes)"
+                "device(s) picked this round"
             )
         return [d + 1 for d in self.devices]
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, Message, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 
 from fedbench.arrays import DecodedArray, decode
 from fedbench.core.device import DeviceSpec, DeviceState
@@ -42,6 +42,7 @@ from fedbench.protocol import (
     NUM_EXAMPLES,
     REPORT,
     STATE,
+    UNREAD,
     state_from,
     ungroup_all,
 )
@@ -69,6 +70,7 @@ class Reply:
     update: RecordDict | None  # one ArrayRecord + one MetricRecord, or None
     state: DeviceState | None  # the device's emulated state after the round
     instruction: Message
+    unread: tuple[str, ...] = ()  # train config keys a client half needs, never read
 
     def as_message(self) -> Message:
         """The clean update as a reply to its instruction (what a Flower strategy aggregates)."""
@@ -221,7 +223,15 @@ def _read(
         )
     if problem:  # what was left out of the update
         report = replace(report, reason=_join(report.reason, problem))
-    return Reply(s.device, report, update, state, s.message)
+    return Reply(s.device, report, update, state, s.message, _unread(configs))
+
+
+def _unread(configs: Mapping[str, ConfigRecord]) -> tuple[str, ...]:
+    """The keys the device mod says the app never read (a few short names at most)."""
+    keys = configs[UNREAD].get("keys", []) if UNREAD in configs else []
+    if not isinstance(keys, list):
+        return ()
+    return tuple(str(k)[:64] for k in keys[:8])
 
 
 def _join(*parts: str) -> str:
@@ -303,7 +313,7 @@ def _update(
     metrics[NUM_EXAMPLES] = int(n)
     left_out = sorted(set(records) - {arrays_key} if arrays_key in records else [])
     left_out += sorted(set(metric_records) - {METRICS})
-    left_out += sorted(content.config_records.keys() - {REPORT, STATE})
+    left_out += sorted(content.config_records.keys() - {REPORT, STATE, UNREAD})
     note = f"ignored extra record(s) {left_out[:5]}" if left_out else ""
     return RecordDict({arrays_key: clean_arrays, METRICS: MetricRecord(metrics)}), note
 

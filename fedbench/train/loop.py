@@ -14,15 +14,23 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from fedbench.algorithms.base import ClientHalf
 from fedbench.core.plans import FULL, Plan
 from fedbench.data.source import Tensors
 from fedbench.train.adaptive import Adaptation
 from fedbench.train.execute import PlanRunner
+from fedbench.train.optimizers import SGD, LocalOptimizer
 
 
 @dataclass(frozen=True)
 class TrainParams:
-    """Local training parameters (conf/train, plus what the Flower strategy sends)."""
+    """Local training parameters: the train config's hyperparameters, the optimizer, the halves.
+
+    The first five travel in the train config the server sends each round
+    (fedbench.train.hyper); `optimizer` and `bn_momentum_scaled` are the
+    experiment's (conf/train); `halves` are the client halves of the keys the
+    Flower strategy sent (fedbench.algorithms: FedProx's proximal term).
+    """
 
     batch_size: int
     local_epochs: int
@@ -33,40 +41,38 @@ class TrainParams:
     # updates of the running statistics decay as one full-batch update
     # (fedbench.train.execute).
     bn_momentum_scaled: bool = False
-    optimizer: str = "sgd"  # sgd (with momentum), adam, adamw
-    # FedProx (Li et al., MLSys'20): mu/2 ||w - w_global||^2 added to the local
-    # objective; the strategy sends mu as `proximal-mu`. 0 = plain local training.
-    proximal_mu: float = 0.0
+    optimizer: LocalOptimizer = SGD
+    halves: tuple[ClientHalf, ...] = ()
+
+    def corrections(self) -> tuple[ClientHalf, ...]:
+        """The halves that change the gradients."""
+        return tuple(h for h in self.halves if h.corrects())
 
 
 def make_optimizer(params: TrainParams, model: nn.Module) -> torch.optim.Optimizer:
-    if params.optimizer == "adam":
-        return torch.optim.Adam(model.parameters(), lr=params.lr, weight_decay=params.weight_decay)
-    if params.optimizer == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=params.lr, weight_decay=params.weight_decay)
-    return torch.optim.SGD(
-        model.parameters(),
-        lr=params.lr,
-        momentum=params.momentum,
-        weight_decay=params.weight_decay,
+    return params.optimizer.build(
+        model.parameters(), lr=params.lr, momentum=params.momentum, weight_decay=params.weight_decay
     )
 
 
-def add_proximal_term(optimizer: torch.optim.Optimizer, model: nn.Module, mu: float) -> None:
-    """Before every update, add FedProx's proximal gradient mu (w - w_global) to each grad.
+def add_corrections(
+    optimizer: torch.optim.Optimizer, model: nn.Module, halves: tuple[ClientHalf, ...]
+) -> None:
+    """Before every update, let each half correct each gradient (FedProx: mu (w - w_global)).
 
-    That is the gradient of mu/2 ||w - w_global||^2, so it is exact however
-    the step was split into micro-batches (the memory planner).
+    The anchors are the weights training starts from (the global model), so a
+    correction is exact however the step was split into micro-batches.
     """
     anchors = [(p, p.detach().clone()) for p in model.parameters() if p.requires_grad]
 
-    def pull(opt: torch.optim.Optimizer, args: object, kwargs: object) -> None:
+    def correct(opt: torch.optim.Optimizer, args: object, kwargs: object) -> None:
         with torch.no_grad():
             for p, anchor in anchors:
                 if p.grad is not None:
-                    p.grad.add_(p - anchor, alpha=mu)
+                    for half in halves:
+                        half.correct(p.grad, p, anchor)
 
-    optimizer.register_step_pre_hook(pull)
+    optimizer.register_step_pre_hook(correct)
 
 
 def step_sizes(num_examples: int, batch_size: int, epochs: int) -> tuple[int, ...]:
@@ -84,10 +90,13 @@ def train_local(
     plan: Plan | None = None,
     adapt: Adaptation | None = None,
     on_epoch: Callable[[int, float], None] | None = None,
+    lr_scale: Callable[[int], float] | None = None,
 ) -> float:
     """Train in place; return the mean training loss over all steps.
 
     `on_epoch(epoch, mean_loss_so_far)` is called after each epoch (progress).
+    With `lr_scale`, optimizer step i (from 0) runs at `params.lr * lr_scale(i)`
+    (a schedule: the server's pretraining warms up and decays to zero).
 
     Every step runs under `plan` (default: the full batch). With `adapt`,
     the budget is checked before each optimizer step and the plan switched
@@ -96,8 +105,8 @@ def train_local(
     """
     generator = torch.Generator().manual_seed(seed)
     optimizer = make_optimizer(params, model)
-    if params.proximal_mu > 0:
-        add_proximal_term(optimizer, model, params.proximal_mu)
+    if params.corrections():
+        add_corrections(optimizer, model, params.corrections())
     loss_fn = nn.CrossEntropyLoss()
     model.train()
     current = plan or FULL
@@ -112,6 +121,9 @@ def train_local(
                 if chosen is None:
                     return total / steps if steps else math.nan
                 current = chosen
+            if lr_scale is not None:
+                for group in optimizer.param_groups:
+                    group["lr"] = params.lr * lr_scale(steps)
             total += runner.step(data.x[idx], data.y[idx], current, params.batch_size)
             if adapt is not None:
                 adapt.log.record(current)

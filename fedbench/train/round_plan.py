@@ -10,6 +10,11 @@
   meter reports `oom`, and the reason is the planner's.
 - `off`: the full batch; over budget it is `oom`.
 
+`share` < 1 plans for that share of the budget: where the device's caps are
+real (`runtime.enforce_caps`), a plan that fits the predicted budget can
+still run out of the real one (the process holds more than its tensors), and
+the device is planned again for less (fedbench.client.caps).
+
 The ClientApp (real training) and the FleetView (the server's predictions)
 both plan through here, so what the server predicts is what devices run.
 """
@@ -35,10 +40,19 @@ class RoundPlan:
     job: TrainJob  # with the chosen plan (and the log the loop fills)
     adapt: Adaptation | None  # re-planning between steps, if the budget may change
     choice: PlanChoice | None  # None: no planning (off, or no budget)
+    share: float = 1.0  # of the budget the plan was chosen for
 
     def explain(self, cost: Cost) -> Cost:
-        """An `oom` because no plan fits carries the planner's reason."""
-        if self.choice is None or self.choice.feasible or cost.status != "oom":
+        """An `oom` because no plan fits carries the planner's reason; a reduced plan says why."""
+        if self.choice is None:
+            return cost
+        if cost.status == "ok" and self.share < 1.0:
+            note = (
+                f"planned for {self.share:.0%} of the budget: a plan for all of it ran out "
+                "of memory under the device's real cap"
+            )
+            return dataclasses.replace(cost, reason=note)
+        if self.choice.feasible or cost.status != "oom":
             return cost
         if self.job.plan_log is not None and self.job.plan_log.stopped:
             return cost  # ran out mid-round: the log's reason names the step
@@ -51,7 +65,9 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def plan_round(model: nn.Module, job: TrainJob, meter: Meter, mode: str) -> RoundPlan:
+def plan_round(
+    model: nn.Module, job: TrainJob, meter: Meter, mode: str, share: float = 1.0
+) -> RoundPlan:
     """The plan `job` starts with on `meter`'s device under `train.memory_planner=mode`."""
     check_mode(mode)
     budget = meter.budget_mb(job)
@@ -64,7 +80,7 @@ def plan_round(model: nn.Module, job: TrainJob, meter: Meter, mode: str) -> Roun
             model,
             job.input_shape,
             batch,
-            mb,
+            mb * share,
             model_name=job.model_name,
             optimizer=meter.optimizer,
             time_fn=time_fn,
@@ -76,4 +92,4 @@ def plan_round(model: nn.Module, job: TrainJob, meter: Meter, mode: str) -> Roun
     budget_fn = meter.budget_fn(model, job)
     assert job.plan_log is not None
     adapt = Adaptation(budget_fn, choose, job.plan_log) if budget_fn is not None else None
-    return RoundPlan(job, adapt, choice)
+    return RoundPlan(job, adapt, choice, share)

@@ -121,7 +121,7 @@ def test_daily_runs_are_labelled_by_day_and_rounds_runs_by_round(tmp_path: Path)
 
 def test_fairness_counts_every_device_of_the_fleet(tmp_path: Path) -> None:
     run = load_run(make_folder(tmp_path / "a", emulated_rounds(), ACCURACY))
-    assert run.devices == DEVICES
+    assert run.fleet.size == len(DEVICES) and tuple(run.fleet.names()) == DEVICES
     # Picked 3, 1 and 2 times.
     assert participation_fairness(run) == pytest.approx(36 / 42)
 

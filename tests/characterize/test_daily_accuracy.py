@@ -66,3 +66,21 @@ def test_daily_accuracy_quick_run(tmp_path: Path) -> None:
     assert number(rows[1]["energy_j"]) > 0  # an emulated device always has energy
     assert rows[0]["run_dir"] == "runs/bs8" and (tmp_path / "runs/bs8/summary.json").is_file()
     assert result.summary[0].startswith("batch 8: day 0")
+
+
+def test_plot_puts_only_whole_days_on_the_day_axis(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three days drawn by matplotlib's default locator get ticks at 0.5, 1.5, ..."""
+    from fedbench.characterize.studies import daily_accuracy
+
+    figures: list[object] = []
+    monkeypatch.setattr(daily_accuracy, "save", lambda fig, path: figures.append(fig) or path)
+    rows = [
+        {"device": "rpi4", "batch_size": 16, "day": day, "accuracy": 0.9 + day / 100}
+        for day in range(4)
+    ]
+    daily_accuracy.plot(rows, tmp_path / "daily_accuracy.png")
+    (ax,) = figures[0].axes  # type: ignore[attr-defined]
+    ticks = [t for t in ax.get_xticks() if 0 <= t <= 3]
+    assert ticks and all(float(t).is_integer() for t in ticks)

@@ -134,7 +134,9 @@ def test_overrides_in_the_hydra_style_on_the_other_entry_points(tmp_path: Path) 
 def test_the_fedbench_command_dispatches_to_the_same_entry_points(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert set(COMMANDS) == {"run", "bench", "characterize", "analyze", "device", "profile"}
+    assert set(COMMANDS) == {
+        *("run", "bench", "characterize", "analyze", "device", "fleet", "profile", "security")
+    }
     assert fedbench(["bench", "device=rpi4", "model=lenet", "batch_size=4"]) == 0
     assert json.loads(capsys.readouterr().out)["device"] == "rpi4"
     assert fedbench(["profile", "--help"]) == 0
@@ -143,6 +145,11 @@ def test_the_fedbench_command_dispatches_to_the_same_entry_points(
     assert "missing model=" in capsys.readouterr().err
     assert fedbench(["analyse"]) == 2
     assert "did you mean 'analyze'" in capsys.readouterr().err
+    # Every entry point of the README is one: fleet describe and security issue-tls too.
+    assert fedbench(["fleet", "describe", "--help"]) == 0
+    assert "usage: python -m fedbench.fleet describe" in capsys.readouterr().out
+    assert fedbench(["security", "--help"]) == 0
+    assert "python -m fedbench.security issue-tls" in capsys.readouterr().out
     script = Path(sys.executable).with_name("fedbench")
     if script.is_file():  # the installed console script
         proc = subprocess.run(

@@ -130,3 +130,30 @@ def test_a_physical_node_refuses_to_be_an_emulated_device() -> None:
     context = Context(run_id=1, node_id=9, node_config=node, state=RecordDict(), run_config={})
     with pytest.raises(Exception, match="physical device 'my-pi'.*emulated device 'meizu_16t-000'"):
         device_mod(msg, context, lambda m, c: m)
+
+
+@pytest.mark.parametrize("reads", [False, True])
+def test_the_reply_names_an_algorithm_key_the_app_never_read(reads: bool) -> None:
+    """FedProx sends proximal-mu: an app that ignores it trains FedAvg, and the reply says so."""
+    from fedbench.protocol import UNREAD
+
+    experiment = _typed([f"app={APP}", "fleet=mixed8", "algorithm=fedprox"])
+    sent = {"lr": 0.05, "proximal-mu": 0.1, "server-round": 1}
+    msg = train_message(experiment, 0, ArrayRecord(Net(32).state_dict()), config=sent)  # type: ignore[arg-type]
+    context = Context(run_id=1, node_id=9, node_config={}, state=RecordDict(), run_config={})
+
+    def handler(m: Message, c: Context) -> Message:
+        config = m.content["config"]
+        assert float(config["lr"]) == 0.05  # read the Flower way
+        if reads:
+            assert config.get("proximal-mu") == 0.1
+        arrays = next(iter(m.content.array_records.values()))
+        metrics = MetricRecord({"num-examples": 5})
+        return Message(RecordDict({"arrays": arrays, "metrics": metrics}), reply_to=m)
+
+    reply = device_mod(msg, context, handler)
+    unread = reply.content.config_records.get(UNREAD)
+    if reads:
+        assert unread is None
+    else:
+        assert unread is not None and list(unread["keys"]) == ["proximal-mu"]

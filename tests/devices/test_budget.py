@@ -118,6 +118,19 @@ def test_planner_makes_an_oom_device_train(net: torch.nn.Module) -> None:
     assert em.status == "ok" and em.peak_mem_mb <= 4.0 and em.mem_budget_mb == 4.0
 
 
+def test_a_share_of_the_budget_plans_for_less_and_says_why(net: torch.nn.Module) -> None:
+    """After a real out-of-memory under enforce_caps the device is planned for less."""
+    meter = EmulatedMeter(_profile(16, None), Knobs())
+    whole = plan_round(net, _job(), meter, "auto")
+    part = plan_round(net, _job(), meter, "auto", share=0.25)  # 4 of its 16 MB
+    assert whole.job.plan == FULL and part.job.plan != FULL
+    planned = meter.emulate(net, part.job)
+    assert planned.status == "ok" and planned.peak_mem_mb <= 4.0
+    assert planned.mem_budget_mb == 16.0  # the device's budget is still the budget reported
+    assert part.explain(planned.to_cost(0.0, "x")).reason.startswith("planned for 25% of")
+    assert whole.explain(meter.emulate(net, whole.job).to_cost(0.0, "x")).reason == ""
+
+
 def _data(n: int) -> Tensors:
     gen = torch.Generator().manual_seed(0)
     return Tensors(torch.randn(n, *SHAPE, generator=gen), torch.randint(0, 10, (n,), generator=gen))

@@ -189,3 +189,35 @@ def test_a_device_kernel_scale_scales_its_own_kind_only() -> None:
     )
     direct = cpu_call_seconds(unfolded, dataclasses.replace(RIG, unfold_scale=0.0), FW, SHARED)
     assert direct.unfold[0] == 0.0 < cpu_call_seconds(unfolded, RIG, FW, SHARED).unfold[0]
+
+
+def test_a_norm_streams_its_operands_norm_passes_times() -> None:
+    """A training batch norm reads its input twice: out of cache, its DRAM traffic is
+    `norm_passes` times its bytes; a plain elementwise call of the same bytes streams once."""
+    one = dataclasses.replace(RIG, threads=1.0)
+    fw = dataclasses.replace(FW, norm_cycles_per_output=0.0, norm_passes=2.0)
+    stream = seconds(table("elementwise", flops=1e3, nbytes=2**28, outputs=1e3), one, fw)
+    norm = seconds(table("norm", flops=1e3, nbytes=2**28, outputs=1e3), one, fw)
+    assert norm == pytest.approx(2.0 * stream, rel=0.02)
+    once = dataclasses.replace(fw, norm_passes=1.0)
+    assert seconds(table("norm", flops=1e3, nbytes=2**28, outputs=1e3), one, once) == (
+        pytest.approx(stream, rel=0.01)
+    )
+
+
+GPU_RIG = GpuRig(lanes=768.0, peak_gflops=898.5, dram_gbs=34.1, copy_gbs=34.1, host_ghz=2.0)
+
+
+def test_an_asynchronous_queue_hides_the_shorter_of_host_and_gpu_work() -> None:
+    """overlap 1 (CUDA streams): a call costs the slower of its kernel and its dispatch;
+    overlap 0 (an executor that waits on every call): the two add up, plus `sync_us`."""
+    fw = dataclasses.replace(
+        CONSTS.gpu_framework("tensorflow"), transfer_fraction=0.0, dispatch_kcycles=100.0
+    )
+    call = table(flops=1e8, nbytes=1e6, outputs=1e7)
+    queued = gpu_call_seconds(call, GPU_RIG, dataclasses.replace(fw, overlap=1.0, sync_us=0.0))
+    device, host = queued.device[0], queued.dispatch[0]
+    assert queued.total[0] == pytest.approx(max(device, host))
+    waiting = gpu_call_seconds(call, GPU_RIG, dataclasses.replace(fw, overlap=0.0, sync_us=40.0))
+    assert waiting.total[0] == pytest.approx(device + host + 40e-6)
+    assert waiting.exposed_dispatch[0] == pytest.approx(host)

@@ -67,7 +67,7 @@ def test_only_an_emulated_meter_predicts_caps_and_bounds() -> None:
     predicted = meter.predict(model, _job())
     assert predicted is not None and predicted.status == "ok" and predicted.plan == "bs16"
     assert predicted.latency_s > 0 and predicted.comm_s > 0
-    assert meter.caps(None) == Caps(4, 3400) == meter.caps(0.0)  # rpi4: 4 cores, 3400 MB
+    assert meter.caps(None) == Caps(4, 3400) == meter.caps(0.0)  # rpi4: 4 threads, 3400 MB
     assert make_meter(rpi, {"cores": 2}).caps(0.0) == Caps(2, 3400)
     ceilings = meter.ceilings()
     assert ceilings is not None
@@ -77,7 +77,8 @@ def test_only_an_emulated_meter_predicts_caps_and_bounds() -> None:
 
 def test_caps_follow_the_memory_pressure_of_the_hour() -> None:
     meter = EmulatedMeter(_profile(16, [[0, 24, 0.25]]), make_meter(_fleet()[0]).knobs)
-    assert meter.caps(3600.0) == Caps(meter.profile.total_cores, budget_at(meter.profile, 3600.0))
+    threads = meter.profile.framework.threads
+    assert meter.caps(3600.0) == Caps(threads, budget_at(meter.profile, 3600.0))
     assert meter.caps(3600.0).memory_mb == 4.0 and meter.caps(None).memory_mb == 16
 
 

@@ -109,19 +109,88 @@ def test_s8plus_big_cores_lock_to_1_88_ghz_after_about_38_minutes() -> None:
     assert sum(after) / len(after) < 0.92 * top
 
 
-def test_paper003_a_phone_gpu_trains_slower_than_its_cpu() -> None:
-    """Paper 003: full training on a phone's GPU (OpenCL) is slower than on
-    its CPU, data movement ~91% of the GPU's training time. The emulator
-    (xiaomi_mi9, Adreno 640, SqueezeNet at batch 16; the copy share is set from
-    paper 003 on MobileNetV2 at batch 8, so another model tests it): the GPU is
-    slower (54x: far more than paper 001's 1.8x-12x, calibration/report.md),
-    and host-device copies are 93% of its step (asserted: >50%)."""
-    w = workload("squeezenet", 16)
+MNN_MODELS = ("lenet_mnn", "alexnet_mnn", "googlenet_mnn", "squeezenet_mnn", "mobilenetv2")
+
+
+@pytest.mark.parametrize("model", MNN_MODELS)
+def test_paper001_a_phone_gpu_trains_1_8x_to_12x_slower_than_its_cpu(model: str) -> None:
+    """Paper 001, figure "Mobile CPU vs. Mobile GPU" (MNN, Mali and Adreno): both GPUs
+    train 1.8x-12.0x slower than the CPU. The emulator (xiaomi_mi9, Adreno 640 through MNN
+    OpenCL against MNN on 4 CPU threads, batch 16): every MNN model inside that band
+    (SqueezeNet at batch 16 was 54x before the OpenCL kernels had a sane occupancy and
+    the copies were solved against them)."""
+    w = workload(model, 16)
     cpu = run("xiaomi_mi9", w)
     gpu = run("xiaomi_mi9", w, Knobs(device="gpu"))
     assert gpu.status == cpu.status == "ok"
-    assert gpu.latency_s > cpu.latency_s
-    assert gpu.time_s["transfer"] / gpu.latency_s > 0.5
+    assert 1.8 <= gpu.latency_s / cpu.latency_s <= 12.0
+
+
+def test_paper003_data_movement_is_about_91_percent_of_phone_gpu_training() -> None:
+    """Paper 003 (abstract): on a Snapdragon 8-series GPU through MNN's OpenCL backend,
+    data movement takes almost 91% of training time. The emulator sets the copies'
+    efficiency from this figure on MobileNetV2 at batch 8 (Meizu 16T), so another model
+    and phone test it: SqueezeNet at batch 16 on the MI 9's Adreno 640, host-device
+    copies within 91% +- 10 points of its step."""
+    w = workload("squeezenet", 16)
+    gpu = run("xiaomi_mi9", w, Knobs(device="gpu"))
+    assert 0.81 <= gpu.time_s["transfer"] / gpu.latency_s <= 1.0
+
+
+def _tx2_gpu(model: str, batch: int) -> Emulation:
+    net, _ = build_model(model)
+    w = measure_workload(net, (3, 32, 32), batch, model_name=model, optimizer="sgd_momentum")
+    return run("jetson_tx2", w, Knobs(device="gpu"))
+
+
+def test_paper000_tx2_gpu_throughput_curve_rises_and_flattens_with_the_batch() -> None:
+    """Paper 000 Fig. 8 (Observations 10-11): on the TX2's GPU (TensorFlow, CIFAR-10)
+    throughput rises with the batch for every model, and by model-specific amounts:
+    DenseNet40 1.7x and ResNet50 6.1x from batch 4 to 64. The emulator (ResNet50 on
+    32x32 inputs, calibration/setups.yaml), batches 4-64:
+    throughput rises at every doubling, each doubling gains less than the one before (the
+    GPU fills up), ResNet50 gains more than DenseNet40, and each gain is within a factor
+    of 1.6 of the paper's."""
+    batches = (4, 8, 16, 32, 64)
+    gains = {}
+    for model, published in (("densenet40", 1.7), ("resnet50", 6.1)):
+        rate = [b / _tx2_gpu(model, b).latency_s for b in batches]
+        steps = [b / a for a, b in zip(rate, rate[1:], strict=False)]
+        assert all(s > 1.0 for s in steps), (model, rate)
+        assert steps == sorted(steps, reverse=True), (model, steps)
+        gains[model] = rate[-1] / rate[0]
+        assert published / 1.6 <= gains[model] <= published * 1.6, (model, gains[model])
+    assert gains["resnet50"] > gains["densenet40"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap (calibration/report.md): the fitted TX2 stack keeps the GPU 93-99% busy "
+    "at every batch; its four time rows pull harder than the utilisation figures",
+)
+def test_paper000_tx2_gpu_utilisation_rises_with_the_batch() -> None:
+    """Paper 000 Observation 3 (Fig. 4, tegrastats): GPU utilisation rises with the batch,
+    DenseNet 81.6% -> 96.4% and ResNet50 85.6% -> 95.6% from batch 4 to 64. The emulator:
+    the GPU's busy share of the step rises for both, each within 10 points of the paper."""
+    for model, published in (("densenet40", (0.816, 0.964)), ("resnet50", (0.856, 0.956))):
+        util = [_tx2_gpu(model, b).gpu_busy_frac for b in (4, 64)]
+        assert util[1] > util[0], (model, util)
+        for got, want in zip(util, published, strict=True):
+            assert abs(got - want) <= 0.10, (model, util)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap (calibration/report.md): ResNet50 on 32x32 inputs is launch-bound on "
+    "the emulated TX2 GPU, its energy per step grows 2.05x, just under the paper's 2.2x",
+)
+def test_paper000_tx2_gpu_energy_per_step_grows_less_than_the_batch() -> None:
+    """Paper 000 Observation 8 (Fig. 6): from batch 4 to 64 (16x) a step's energy grows
+    2.2x-10.5x across its vision models. The emulator on the TX2's GPU: DenseNet40 and
+    ResNet50 both inside that range."""
+    for model in ("densenet40", "resnet50"):
+        grow = _tx2_gpu(model, 64).energy_j / _tx2_gpu(model, 4).energy_j
+        assert 2.2 <= grow <= 10.5, (model, grow)
 
 
 def test_paper004_sage_cuts_memory_over_20x_at_a_modest_time_cost() -> None:

@@ -59,7 +59,7 @@ def assert_matches_golden(run_dir: Path, golden_file: Path = GOLDEN) -> None:
                 continue
             value = got[key]
             if key == "plan":  # batched training says so; it must not change the plan itself
-                value = value.split(" vmap")[0]
+                value, expected = value.split(" vmap")[0], expected.split(" vmap")[0]
             if _is_float(expected) and _is_float(value):
                 # Emulated figures are exact functions of the workload; the training
                 # loss may differ in the last bits across CPU kernels.
@@ -93,6 +93,35 @@ def _end_ray(temp_dir: str) -> None:
         p.kill()
 
 
+def kill_at(args: list[str], run_dir: Path, line: str) -> None:
+    """Start a run and SIGKILL it when it prints `line` (its Ray processes ended by PID)."""
+    ray_tmp = tempfile.mkdtemp(prefix="fbk-")
+    cmd = [
+        sys.executable,
+        "-m",
+        "fedbench",
+        *args,
+        f"hydra.run.dir={run_dir}",
+        f"runtime.ray_temp_dir={ray_tmp}",
+    ]
+    run = subprocess.Popen(
+        cmd,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=run_dir.parent,
+        env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
+    )
+    assert run.stderr is not None
+    for text in run.stderr:
+        if text.startswith(line):
+            run.send_signal(signal.SIGKILL)
+            break
+    run.wait(timeout=60)
+    _end_ray(ray_tmp)
+    shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert run.returncode == -signal.SIGKILL
+
+
 def test_sigkill_mid_round_then_resume_matches_uninterrupted(tmp_path: Path) -> None:
     straight = tmp_path / "straight"
     proc = run_fedbench(ARGS, straight)
@@ -100,31 +129,7 @@ def test_sigkill_mid_round_then_resume_matches_uninterrupted(tmp_path: Path) -> 
     assert_matches_golden(straight)
 
     crashed = tmp_path / "crashed"
-    ray_tmp = tempfile.mkdtemp(prefix="fbk-")
-    cmd = [
-        sys.executable,
-        "-m",
-        "fedbench",
-        *ARGS,
-        f"hydra.run.dir={crashed}",
-        f"runtime.ray_temp_dir={ray_tmp}",
-    ]
-    run = subprocess.Popen(
-        cmd,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=tmp_path,
-        env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
-    )
-    assert run.stderr is not None
-    for line in run.stderr:
-        if line.startswith("[fedbench] day 2:"):
-            run.send_signal(signal.SIGKILL)  # round 3 has been sent out
-            break
-    run.wait(timeout=60)
-    _end_ray(ray_tmp)
-    shutil.rmtree(ray_tmp, ignore_errors=True)
-    assert run.returncode == -signal.SIGKILL
+    kill_at(ARGS, crashed, "[fedbench] day 2:")  # round 3 has been sent out
     summary = json.loads((crashed / "summary.json").read_text())
     assert summary["status"] == "running" and summary["final_day"] == 2  # kept what it measured
 
@@ -143,6 +148,20 @@ def test_sigkill_mid_round_then_resume_matches_uninterrupted(tmp_path: Path) -> 
     assert b["accuracy_per_day"] == pytest.approx(a["accuracy_per_day"], abs=0.006)
     assert b["totals"]["energy_j"] == pytest.approx(a["totals"]["energy_j"], rel=1e-12)
     assert b["totals"]["virtual_time_s"] == a["totals"]["virtual_time_s"]
+
+
+def test_a_fedadam_run_killed_mid_run_resumes(tmp_path: Path) -> None:
+    """FedAdam's server moments (numpy scalars among them) come back from checkpoint.pt."""
+    run_dir = tmp_path / "fedadam"
+    args = ["experiment=smoke", "algorithm=fedadam", "scenario.days=3", "seed=2"]
+    kill_at(args, run_dir, "[fedbench] day 2:")
+    assert (run_dir / "checkpoint.pt").is_file()
+    proc = run_fedbench([f"resume={run_dir}"], tmp_path / "resume-invocation")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "resuming after round" in proc.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["final_day"] == 3
+    assert not (tmp_path / "resume-invocation").exists()  # resume= runs in its folder
 
 
 def test_resume_with_a_different_config_is_refused(tmp_path: Path) -> None:

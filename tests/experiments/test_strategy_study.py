@@ -136,10 +136,11 @@ def test_jain_index() -> None:
 def test_participation_counts_every_device_of_the_fleet(tmp_path: Path) -> None:
     only = {1: [("rpi4-000", "ok", 1.0, 1.0)], 2: [], 3: []}
     run = load_run(make_run(tmp_path / "a", rounds=only))
-    assert run.devices == DEVICES
+    assert tuple(run.fleet.names()) == DEVICES
     assert participation_fairness(run) == pytest.approx(1 / 3)  # picked 1, 0, 0 times
-    assert run.heat.shape == (3, 3)  # rounds 2 and 3 had no report, still columns
-    assert run.heat[0, 0] == 1 and (run.heat[1:] == NOT_PICKED).all()
+    heat = run.picks.heat(run.fleet.size, run.rounds)
+    assert heat.shape == (3, 3)  # rounds 2 and 3 had no report, still columns
+    assert heat[0, 0] == 1 and (heat[1:] == NOT_PICKED).all()
     assert [e.time_s for e in run.evaluations] == [0.0, 1.0, 1.0, 1.0]
 
 

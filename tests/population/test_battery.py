@@ -10,7 +10,7 @@ import pytest
 from fedbench.core.device import DeviceState, Traits
 from fedbench.core.meter import Cost
 from fedbench.population.meter import comm_energy_j, comm_s, vary
-from fedbench.population.windows import DAY_S, Windows, advance, charging_seconds
+from fedbench.population.windows import DAY_S, Cursor, Windows, advance, charging_seconds
 
 H = 3600.0
 
@@ -94,3 +94,87 @@ def test_a_battery_that_cannot_supply_the_round_drops_the_device() -> None:
     got = vary(cost, TRAITS, 0.0, 1.0, 1000)
     assert got.status == "dropped" and "battery at 1.0% cannot supply" in got.reason
     assert math.isnan(got.energy_j) and got.battery_pct == 1.0
+
+
+def _drawn(n: int, seed: int) -> Windows:
+    """Windows like a drawn population's: a charging window and day sessions per device."""
+    rng = np.random.default_rng(seed)
+    sessions = rng.integers(0, 4, n)
+    device = np.concatenate([np.arange(n), np.repeat(np.arange(n), sessions)])
+    start = np.concatenate([rng.normal(22.0, 2.0, n), rng.uniform(7.0, 23.0, sessions.sum())])
+    length = np.concatenate([rng.normal(7.0, 1.5, n), rng.exponential(0.3, sessions.sum())])
+    charging = np.concatenate([np.ones(n, bool), np.zeros(sessions.sum(), bool)])
+    described = np.ones(n, bool)
+    described[-3:] = False  # and a few devices without windows
+    keep = described[device]
+    return Windows.build(
+        n,
+        device[keep],
+        start[keep] * H,
+        length[keep] * H,
+        charging[keep],
+        np.full(n, DAY_S),
+        described,
+    )
+
+
+def test_a_kept_cursor_gives_the_levels_a_fresh_look_gives_bit_for_bit() -> None:
+    n = 500
+    windows = _drawn(n, seed=4)
+    rng = np.random.default_rng(5)
+    idle, charge = rng.uniform(0.2, 1.0, n), rng.uniform(5.0, 15.0, n)
+    capacity = rng.uniform(8.0, 20.0, n)
+    kept = Cursor(windows)
+    level, t = rng.uniform(10.0, 90.0, n), np.zeros(n)
+    now = 0.0
+    for step in rng.exponential(1200.0, 60):  # rounds of ~20 min for two virtual days
+        now += float(step)
+        late = rng.random(n) < 0.05  # devices whose reply came after the round's start
+        t = np.where(late, t + float(rng.uniform(0.0, step)), t)
+        cached = advance(level, t, now, windows, idle, charge, capacity, kept)
+        fresh = advance(level, t, now, windows, idle, charge, capacity)
+        assert np.array_equal(cached, fresh)
+        level, t = cached, np.maximum(t, now)
+        kept.at(np.arange(n), np.full(n, now))
+        inside, _, _ = windows.state_of(np.arange(n), np.full(n, now))
+        assert np.array_equal(kept.inside, inside)
+        # Away from an edge, "just after now" is "at now".
+        assert np.array_equal(kept.inside, windows.inside(now))
+
+
+def test_a_cursor_reads_only_the_devices_that_crossed_an_edge() -> None:
+    n = 10_000
+    windows = _drawn(n, seed=6)
+    cursor = Cursor(windows)
+    everyone = np.arange(n)
+    cursor.at(everyone, np.full(n, 12 * H))
+    since = cursor.since.copy()
+    cursor.at(everyone, np.full(n, 12 * H + 30.0))  # one 30 s round later
+    re_read = int((cursor.since != since).sum())
+    assert 0 < re_read < n // 50, re_read
+
+
+def test_a_battery_charges_through_its_window_when_a_step_lands_on_its_edges() -> None:
+    """Integrating edge to edge lands on each window's start and end as `t + gap`, a float
+    that may fall a hair short of the edge. The level must follow the window all the same:
+    before c76825a the rate was read at that t (just before the start: idle) while the edge
+    within _EPS_S counted as passed, so such a device idled through its whole charging window
+    (or charged on past its end)."""
+    n = 300
+    rng = np.random.default_rng(7)
+    start = rng.uniform(0.5, 2.0, n) * H  # a charging window inside 23:00-05:00
+    length = rng.uniform(1.0, 2.5, n) * H
+    windows = Windows.build(
+        n, np.arange(n), start, length, np.ones(n, bool), np.full(n, DAY_S), np.ones(n, bool)
+    )
+    idle, charge, capacity = np.full(n, 0.3), np.full(n, 2.0), np.full(n, 15.0)
+    pct_per_s = 100.0 / (capacity * H)
+    for day in range(1, 10):
+        t0 = day * DAY_S - 1.0 * H  # 23:00
+        level = np.full(n, 40.0)
+        got = advance(level, np.full(n, t0), day * DAY_S + 5.0 * H, windows, idle, charge, capacity)
+        # Idle to the window, charge through it, idle to 05:00 (no clipping on these figures).
+        want = level + pct_per_s * (
+            -idle * (start + 1.0 * H) + charge * length - idle * (5.0 * H - start - length)
+        )
+        np.testing.assert_allclose(got, want, atol=1e-6)

@@ -1,4 +1,4 @@
-"""OS limits of emulated devices' SuperNodes: CPU sets, RLIMIT_AS, cgroup v2, the launcher."""
+"""OS limits of emulated devices' nodes and calls: CPU sets, RLIMIT_AS, cgroups, the launcher."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ import pytest
 
 from fedbench.errors import FedbenchError
 from fedbench.runtime.limits import (
+    MemoryGroups,
     NodeLimits,
     assign_cpus,
     cgroup_parent,
     idle_address_space_mb,
     make_cgroup,
+    memory_groups,
     plan_memory,
     remove_cgroup,
 )
@@ -110,3 +112,42 @@ def test_idle_client_address_space_is_measured() -> None:
     # A process with torch and the ClientApp loaded reserves hundreds of MB
     # of address space it never touches: this is what RLIMIT_AS must allow.
     assert 200 < idle_address_space_mb() < 16_000
+
+
+def _fake_v1(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A v1 memory hierarchy mounted at <tmp>/memory, this process in /box/me."""
+    mount = tmp_path / "memory"
+    group = mount / "box" / "me"
+    group.mkdir(parents=True)
+    (group / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+    (tmp_path / "mounts").write_text(
+        "cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n"
+        f"cgroup {mount} cgroup rw,relatime,memory 0 0\n"
+    )
+    (tmp_path / "self_cgroup").write_text("4:memory:/box/me\n3:cpuset:/\n0::/\n")
+    return tmp_path / "no-v2", tmp_path / "self_cgroup", tmp_path / "mounts"
+
+
+def test_without_v2_the_v1_memory_hierarchy_caps_a_call(tmp_path: Path) -> None:
+    root, self_cgroup, mounts = _fake_v1(tmp_path)
+    groups = memory_groups(root, self_cgroup, mounts)
+    assert groups == MemoryGroups(tmp_path / "memory" / "box" / "me", 1)
+    group = groups.create("fedbench-call-1", 360)
+    assert (group / "memory.limit_in_bytes").read_text() == str(360 * 1024 * 1024)
+    assert groups.describe(360) == "cgroup v1 memory.limit_in_bytes=360 MB"
+    assert groups.oom_kills(group) == 0  # no counter file: nothing killed
+    (group / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
+    (group / "memory.max_usage_in_bytes").write_text(str(360 * 1024 * 1024))
+    assert groups.oom_kills(group) == 1 and groups.peak_mb(group) == 360.0
+    (tmp_path / "self_cgroup").write_text("3:cpuset:/\n0::/\n")  # not in a memory group
+    assert memory_groups(root, self_cgroup, mounts) is None
+
+
+def test_v2_counts_its_kills_in_memory_events(tmp_path: Path) -> None:
+    root = _fake_cgroup_tree(tmp_path, "cpu memory\n")
+    groups = memory_groups(root, tmp_path / "self_cgroup", tmp_path / "no-mounts")
+    assert groups is not None and groups.version == 2
+    group = groups.create("fedbench-call-2", 100)
+    assert (group / "memory.max").read_text() == str(100 * 1024 * 1024)
+    (group / "memory.events").write_text("low 0\nhigh 0\nmax 7\noom 1\noom_kill 1\n")
+    assert groups.oom_kills(group) == 1 and groups.peak_mb(group) is None

@@ -19,8 +19,14 @@ HEADER = "pid,create_time,role,cmdline,hmac\n"
 def bystander() -> Iterator[psutil.Process]:
     """A process of the same user that no fedbench run started."""
     proc = subprocess.Popen(["sleep", "120"])
+    process = psutil.Process(proc.pid)
+    # Popen returns once exec has begun; until the kernel has laid out the new program's
+    # arguments /proc/<pid>/cmdline reads empty, so wait for the command line to appear.
+    deadline = time.monotonic() + 10
+    while process.cmdline() != ["sleep", "120"] and time.monotonic() < deadline:
+        time.sleep(0.01)
     try:
-        yield psutil.Process(proc.pid)
+        yield process
     finally:
         proc.kill()
         proc.wait()

@@ -30,8 +30,9 @@ from fedbench.server.close.wait_all import WaitForAll
 from fedbench.server.defense import Defense
 from fedbench.server.evaluation import Evaluator, NoEvaluation
 from fedbench.server.fleet_strategy import FleetStrategy
-from fedbench.server.loop import LoopParts, LoopState, RoundLoop, ServerHook
+from fedbench.server.loop import LoopParts, RoundLoop
 from fedbench.server.modes import RunMode, Synchronous
+from fedbench.server.run import LoopState, ServerHook
 from strategies.random import RandomSelection
 from tests.helpers import task_identity
 
@@ -151,7 +152,7 @@ class Recorder(ServerHook):
     def before_round(self, spec: RoundSpec, now_s: float) -> None:
         self.calls.append(f"before {spec.round} at {now_s:g}")
 
-    def on_round(self, outcome: object, state: LoopState) -> None:
+    def on_round_end(self, outcome: object, state: LoopState) -> None:  # type: ignore[override]
         self.calls.append(f"after {state.round}")
         self.outcomes.append(outcome)
 

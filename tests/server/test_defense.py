@@ -24,7 +24,7 @@ from fedbench.devices.meters import make_meter
 from fedbench.experiment.schema import DefenseConfig
 from fedbench.protocol import REPORT
 from fedbench.server.defense import CostBounds, Defense, bounds_for, check_costs
-from fedbench.server.loop import LoopState, RoundOutcome
+from fedbench.server.run import LoopState, RoundOutcome
 from tests.server.fakes import Device, Recorder, build_loop, device, spec, weights
 
 HONEST = {n: device(1.0, 1.0, examples=10) for n in ("a", "b", "c")}

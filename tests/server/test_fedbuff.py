@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import math
+import random
 
 import numpy as np
 import pytest
+from flwr.serverapp.strategy import (
+    FedAdam,
+    FedAvg,
+    FedAvgM,
+    FedMedian,
+    FedProx,
+    FedTrimmedAvg,
+    Krum,
+)
 
 from fedbench.server.close import Deadline
-from fedbench.server.fedbuff import FedBuff
-from fedbench.server.loop import LoopState
+from fedbench.server.fedbuff import FedBuff, weighs_by_examples
+from fedbench.server.run import LoopState
 from tests.server.fakes import Recorder, build_loop, device, spec, weights
 
 
@@ -82,3 +92,36 @@ def test_a_round_close_fedbuff_cannot_apply_is_said_not_ignored(
     plain, _, _ = build_loop(devices, k=2, mode=mode)
     assert "does not apply" not in capsys.readouterr().err
     assert plain.summary()["async"]["round_close_ignored"] is None  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("cls", "weighted"),
+    [
+        (FedAvg, True),
+        (FedProx, True),
+        (FedAvgM, True),
+        (FedAdam, True),
+        (FedMedian, False),
+        (FedTrimmedAvg, False),
+        (Krum, False),
+    ],
+)
+def test_fedbuff_asks_the_strategy_whether_it_weighs_by_examples(
+    cls: type[FedAvg], weighted: bool
+) -> None:
+    before = random.getstate()
+    assert weighs_by_examples(cls()) is weighted
+    assert random.getstate() == before  # Flower's sampling stream is left as it was
+
+
+def test_under_a_median_the_staleness_weight_scales_the_update_itself() -> None:
+    median = FedMedian(fraction_evaluate=0.0, min_available_nodes=1, min_train_nodes=1)
+    devices = {"fast": device(1.0, 1.0), "slow": device(3.0, 10.0)}
+    mode = FedBuff(buffer_size=2, concurrency=2)
+    loop, _, _ = build_loop(devices, k=2, mode=mode, algorithm=median)
+    state = loop.run([spec(1), spec(2)], LoopState(0, 0.0, 0, weights()))
+    # Version 1 is +1; then the fast update (+1) and the slow one (+10, stale by 1, weight
+    # 1/sqrt(2)) are rebased; the median of two is their mean, the stale delta scaled.
+    w = 1 / math.sqrt(2)
+    assert np.allclose(state.arrays["w"].numpy(), 1.0 + (1.0 + w * 10.0) / 2, atol=1e-6)
+    assert loop.summary()["async"]["staleness_applied_to"] == "update"  # type: ignore[index]

@@ -13,7 +13,7 @@ from fedbench.experiment.schema import DefenseConfig
 from fedbench.protocol import TASK
 from fedbench.server.close import Deadline, FirstK
 from fedbench.server.defense import Defense
-from fedbench.server.loop import LoopState
+from fedbench.server.run import LoopState
 from tests.server.fakes import Recorder, build_loop, device, spec, weights
 
 

@@ -204,3 +204,19 @@ def test_a_devices_data_is_kept_under_what_names_it() -> None:
     assert torch.equal(scenario.device_data(ctx, 1, 1).x, scenario.device_data(ctx, 1, 2).x)
     daily = build_scenario(_typed(["experiment=smoke"]))  # type: ignore[arg-type]
     assert daily.data_key(3, 1) != daily.data_key(3, 2)  # a new day, new data
+
+
+@pytest.mark.usefixtures("two_gpus")
+def test_capped_workers_train_on_the_cpu_and_a_capped_gpu_is_refused() -> None:
+    # A capped call is forked from its worker (fedbench.client.caps): CUDA cannot start
+    # there, so `auto` means the CPU and an explicit GPU is one line naming both keys.
+    capped = SimulationRuntime(enforce_caps=True)
+    assert capped.worker_accelerator() == "cpu"
+    assert capped._local_worker_env() == {ACCELERATOR_ENV: "cpu"}
+    assert capped._gpu_share(2.0, 4) == 0.0
+    assert SimulationRuntime().worker_accelerator() == "auto"
+    for value in ("cuda", "cuda:1"):
+        with pytest.raises(
+            FedbenchError, match=f"runtime.accelerator={value} with runtime.enforce_caps=true"
+        ):
+            SimulationRuntime(enforce_caps=True, accelerator=value)

@@ -9,6 +9,8 @@ import pytest
 import torch
 from torch import nn
 
+from fedbench.algorithms.base import ClientHalf
+from fedbench.algorithms.fedprox import Proximal
 from fedbench.data.source import Tensors
 from fedbench.errors import FedbenchError
 from fedbench.models.small_cnn import SmallCNN
@@ -25,6 +27,7 @@ from fedbench.train.batched import (
     train_cohort,
 )
 from fedbench.train.loop import TrainParams, train_local
+from fedbench.train.optimizers import NAMED, LocalOptimizer
 
 
 def _devices(n: int, size: int) -> list[Tensors]:
@@ -41,7 +44,7 @@ def _devices(n: int, size: int) -> list[Tensors]:
     "params",
     [
         TrainParams(8, 2, 0.05, 0.9, 5e-4),  # SGD with momentum and weight decay, 2 epochs
-        TrainParams(16, 1, 0.1, 0.0, 0.0, proximal_mu=0.5),  # plain SGD, FedProx's pull
+        TrainParams(16, 1, 0.1, 0.0, 0.0, halves=(Proximal(0.5),)),  # plain SGD, FedProx's pull
     ],
 )
 def test_batched_training_equals_sequential_training(params: TrainParams) -> None:
@@ -72,21 +75,52 @@ def test_only_loops_over_equal_data_with_a_stacked_optimizer_are_batched() -> No
     assert not batchable(model, datas[:1], sgd)  # one device: nothing to batch
     assert not batchable(model, [*datas[:2], _devices(1, 12)[0]], sgd)  # unequal data
     for name in ("adam", "adamw"):
-        assert batchable(model, datas, TrainParams(8, 1, 0.05, 0.9, 0.0, optimizer=name))
-    rmsprop = TrainParams(8, 1, 0.05, 0.9, 0.0, optimizer="rmsprop")
+        assert batchable(model, datas, TrainParams(8, 1, 0.05, 0.9, 0.0, optimizer=_opt(name)))
+    rmsprop = TrainParams(8, 1, 0.05, 0.9, 0.0, optimizer=LocalOptimizer("torch.optim.RMSprop"))
     assert not batchable(model, datas, rmsprop)
-    assert "'rmsprop' has no stacked update" in str(refusal(rmsprop))
-    with pytest.raises(FedbenchError, match="train.optimizer='rmsprop'.*batched: sgd, adam, adamw"):
+    assert "torch.optim.RMSprop has no stacked update" in str(refusal(rmsprop))
+    with pytest.raises(
+        FedbenchError,
+        match="train.optimizer=torch.optim.RMSprop: .*batched: torch.optim.SGD, "
+        "torch.optim.Adam, torch.optim.AdamW",
+    ):
         stacked_optimizer(rmsprop, {})
+    # Settings of its own are not the default update: refused, never ignored.
+    nesterov = LocalOptimizer("torch.optim.SGD", {"nesterov": True})
+    refused = TrainParams(8, 1, 0.05, 0.9, 0.0, optimizer=nesterov)
+    assert not batchable(model, datas, refused)
+    assert "settings of its own (nesterov)" in str(refusal(refused))
+    # A client half whose correction is not elementwise keeps devices apart; one that
+    # corrects nothing (FedProx at mu 0) does not.
+    assert not batchable(model, datas, TrainParams(8, 1, 0.05, 0.9, 0.0, halves=(_Whole(1),)))
+    assert "_Whole corrects gradients not elementwise" in str(
+        refusal(TrainParams(8, 1, 0.05, 0.9, 0.0, halves=(_Whole(1),)))
+    )
+    assert batchable(model, datas, TrainParams(8, 1, 0.05, 0.9, 0.0, halves=(Proximal(0.0),)))
     dropout = nn.Sequential(nn.Flatten(), nn.Dropout(0.5), nn.Linear(3 * 16 * 16, 10))
     assert batchable(dropout, datas, sgd)  # per-device masks (vmap's randomness="different")
+
+
+def _opt(name: str) -> LocalOptimizer:
+    return LocalOptimizer(NAMED[name])
+
+
+class _Whole(ClientHalf):
+    """A correction over the whole tensor (a norm): vmapped devices would share it."""
+
+    def corrects(self) -> bool:
+        return True
+
+    def correct(self, grad: torch.Tensor, weight: torch.Tensor, anchor: torch.Tensor) -> None:
+        grad.div_(grad.norm() + 1)
 
 
 @pytest.mark.parametrize(
     "params",
     [
-        TrainParams(8, 2, 0.01, 0.0, 1e-3, optimizer="adam"),  # L2 in the gradient, 2 epochs
-        TrainParams(16, 1, 0.01, 0.0, 0.05, optimizer="adamw", proximal_mu=0.3),  # decoupled
+        TrainParams(8, 2, 0.01, 0.0, 1e-3, optimizer=_opt("adam")),  # L2 in the gradient
+        # decoupled weight decay, FedProx's pull first
+        TrainParams(16, 1, 0.01, 0.0, 0.05, optimizer=_opt("adamw"), halves=(Proximal(0.3),)),
     ],
 )
 def test_adam_family_batched_equals_torch_optim(params: TrainParams) -> None:
@@ -196,3 +230,40 @@ def test_a_cohort_that_does_not_fit_the_gpu_does_not_pay(monkeypatch: pytest.Mon
     before = {k: v.clone() for k, v in model.state_dict().items()}
     assert not batching_pays(model, _devices(7, 8), TrainParams(8, 1, 0.05, 0.9, 0.0))
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+
+
+def test_a_vmapped_step_holds_at_most_max_vmap_examples(monkeypatch: pytest.MonkeyPatch) -> None:
+    import fedbench.train.batched as batched
+
+    steps: list[int] = []
+
+    def counting(fn, randomness="error"):  # type: ignore[no-untyped-def]
+        mapped = torch.func.vmap(fn, randomness=randomness)
+
+        def step(w, b, x, y):  # type: ignore[no-untyped-def]
+            steps.append(x.shape[0] * x.shape[1])  # devices x examples in this step
+            return mapped(w, b, x, y)
+
+        return step
+
+    monkeypatch.setattr(batched, "vmap", counting)
+    monkeypatch.setattr(batched, "MAX_VMAP_EXAMPLES", 24)  # 3 devices at batch 8
+    torch.manual_seed(0)
+    model = SmallCNN(3, 10, 8)
+    params = TrainParams(8, 1, 0.05, 0.9, 5e-4)
+    datas, seeds = _devices(7, 16), list(range(7))
+    blocks = train_batched(model, datas, params, seeds)
+    assert steps and max(steps) <= 24  # blocks of 3, 3 and 1 devices, 2 steps each
+    assert len(steps) == 6
+    # A GPU chunk smaller than the block wins, and a larger one is cut to the block.
+    steps.clear()
+    train_cohort(model, datas, params, seeds, chunk=2)
+    assert max(steps) == 16
+    steps.clear()
+    train_cohort(model, datas, params, seeds, chunk=7)
+    assert max(steps) == 24
+    monkeypatch.setattr(batched, "MAX_VMAP_EXAMPLES", 10_000)  # all 7 in one block
+    whole = train_batched(model, datas, params, seeds)
+    for (a, loss_a), (b, loss_b) in zip(blocks, whole, strict=True):
+        assert abs(loss_a - loss_b) < 1e-5
+        assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)

@@ -12,12 +12,14 @@ import pytest
 import torch
 from torch import nn
 
+from fedbench.algorithms.fedprox import Proximal
 from fedbench.data.source import Tensors
 from fedbench.measure.workload import measure_workload
 from fedbench.models.small_cnn import SmallCNN
 from fedbench.train.accelerator import free_bytes, resolve
 from fedbench.train.batched import train_batched, train_cohort
 from fedbench.train.loop import TrainParams, train_local
+from fedbench.train.optimizers import NAMED, LocalOptimizer
 from fedbench.train.resident import Resident
 
 pytestmark = pytest.mark.gpu
@@ -55,7 +57,8 @@ def test_local_training_on_the_gpu_matches_the_cpu() -> None:
 def test_a_cohort_on_the_gpu_matches_one_device_after_another(optimizer: str) -> None:
     torch.manual_seed(0)
     model = SmallCNN(3, 10, 8).cuda()
-    params = TrainParams(8, 1, 0.01, 0.9, 0.0, optimizer=optimizer, proximal_mu=0.1)
+    local = LocalOptimizer(NAMED[optimizer])
+    params = TrainParams(8, 1, 0.01, 0.9, 0.0, optimizer=local, halves=(Proximal(0.1),))
     datas, seeds = _devices(6, 16, torch.device("cuda")), [1, 2, 3, 4, 5, 6]
     results, chunk = train_cohort(model, datas, params, seeds, chunk=4)
     assert chunk == 4 and len(results) == 6

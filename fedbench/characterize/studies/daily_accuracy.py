@@ -176,6 +176,9 @@ def plot(rows: list[Row], path: Path) -> Path:
         ]
         if pts:
             ax.plot(*zip(*pts, strict=True), marker="o", label=f"batch {batch}")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # days are whole: no day 2.5
     ax.set_xlabel("day")
     ax.set_ylabel("test accuracy (%)")
     ax.grid(alpha=0.3)

@@ -37,6 +37,9 @@ class RoundClose(ABC):
     def close(self, reports: Sequence[RoundReport], wanted: int) -> Closing:
         """`wanted`: the devices the strategy meant to train (clients_per_round)."""
 
+    def check_round(self, picked: int) -> None:  # noqa: B027 - optional hook
+        """Refuse (FedbenchError) a policy that a round of `picked` devices can never satisfy."""
+
 
 def arrival_s(report: RoundReport) -> float:
     """When a reply arrived, in seconds after the round started (NaN: never)."""

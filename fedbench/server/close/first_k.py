@@ -28,6 +28,14 @@ class FirstK(RoundClose):
         self.k = k
         self.deadline_s = check_deadline(deadline_s, "round_close.deadline_s")
 
+    def check_round(self, picked: int) -> None:
+        if self.k is not None and self.k > picked:
+            raise FedbenchError(
+                f"round_close.k={self.k} is larger than the devices a round picks ({picked}: "
+                "strategy.clients_per_round x (1 + strategy.overcommit)), so no round could "
+                f"close at its k-th update; choose k <= {picked}, or null for clients_per_round"
+            )
+
     def close(self, reports: Sequence[RoundReport], wanted: int) -> Closing:
         k = self.k or wanted
         limit = math.inf if self.deadline_s is None else self.deadline_s

@@ -1,0 +1,1 @@
+"""A Flower app whose ServerApp raises at start (tests of fedbench's error path)."""
