@@ -7,7 +7,9 @@ user mistake, whichever layer finds it - Hydra's override grammar, its
 group lookup or its config keys (fedbench.experiment.overrides), the typed
 experiment, a constructor, a user app's import or its ServerApp's start -
 is one line on stderr with exit code 2, and a run refused before it
-started leaves no folder. `dry_run=true` checks and prints what would run.
+started leaves no folder; a `runtime.accelerator=` this host cannot honour
+is refused with the overrides, first. `dry_run=true` checks and prints what
+would run.
 
 The run folder is locked for the run (fedbench.report.lock); a folder that
 already holds a run is continued only with `resume=`. A run that did not
@@ -40,6 +42,8 @@ from fedbench.report.progress import LOG_NAME, console
 from fedbench.report.provenance import COMMAND_ENV
 from fedbench.report.writer import SUMMARY_JSON
 from fedbench.runtime.base import Apps, build_runtime
+from fedbench.train.accelerator import KEY as ACCELERATOR_KEY
+from fedbench.train.accelerator import check_host
 
 __all__ = ["check_fresh", "check_overrides", "check_seed", "main", "run"]
 
@@ -112,10 +116,18 @@ def _check_ending(run_dir: Path) -> None:
 
 
 def check_overrides(argv: Sequence[str]) -> None:
-    """Hydra's grammar errors and run folders that cannot be made, as one line each."""
+    """Hydra's grammar errors, run folders that cannot be made and an accelerator this
+    host lacks, as one line each."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
+    given = dict(arg.partition("=")[::2] for arg in argv if not arg.startswith("-"))
+    accelerator = given.get(ACCELERATOR_KEY) or given.get(f"+{ACCELERATOR_KEY}")
+    cluster = given.get("runtime.ray_address") not in (None, "", "null")
+    if accelerator and "${" not in accelerator and not cluster:
+        # Before any folder is made: a run on an accelerator this host lacks never starts
+        # (a Ray cluster's GPUs are its nodes': the runtime checks those once it joins).
+        check_host(accelerator)
     parser = OverridesParser.create()
     skip_next = False
     for arg in argv:

@@ -544,6 +544,18 @@ CASES: tuple[Case, ...] = (
         ("runtime.round_timeout_s=0", "> 0"),
     ),
     Case(
+        "runtime-accelerator",
+        "`runtime.accelerator=tpu`",
+        _target("runtime", "fedbench.runtime.simulation.SimulationRuntime", accelerator="tpu"),
+        ("runtime.accelerator='tpu'", "auto, cpu, cuda, cuda:N"),
+    ),
+    Case(
+        "runtime-gpus-per-worker",
+        "`runtime.gpus_per_worker=2`",
+        _target("runtime", "fedbench.runtime.simulation.SimulationRuntime", gpus_per_worker=2),
+        ("runtime.gpus_per_worker=2", "(0, 1]"),
+    ),
+    Case(
         "fleet-huge",
         "`+fleet.scale=50000000`",
         _experiment("+fleet.scale=50000000"),

@@ -11,6 +11,16 @@ os.environ.setdefault("FLWR_TELEMETRY_ENABLED", "0")
 torch.set_num_threads(1)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked gpu run only where torch sees a CUDA GPU (CI is CPU-only)."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (torch sees none)")
+    for item in items:
+        if item.get_closest_marker("gpu") is not None:
+            item.add_marker(skip)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     # Pretrained models and workload measurements go to a per-session folder

@@ -507,3 +507,24 @@ def test_missing_cifar_names_the_data_root(tmp_path: Path) -> None:
     assert "data.source.root" in proc.stderr and str(root) in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("tpu", "runtime.accelerator='tpu': valid: auto, cpu, cuda, cuda:N"),
+        ("cuda", "runtime.accelerator=cuda: torch sees no CUDA GPU on this host"),
+    ],
+)
+def test_an_accelerator_this_host_lacks_never_makes_a_run_folder(
+    value: str, expected: str, tmp_path: Path
+) -> None:
+    import torch
+
+    if value == "cuda" and torch.cuda.is_available():
+        pytest.skip("this host has CUDA")
+    run_dir = tmp_path / "run"
+    proc = run_fedbench(["experiment=smoke", f"runtime.accelerator={value}"], run_dir, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert expected in proc.stderr and "\n" not in proc.stderr.strip(), proc.stderr[-2000:]
+    assert not run_dir.exists()

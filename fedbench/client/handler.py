@@ -12,6 +12,12 @@ A worker keeps its model, scenario and data context between messages. When
 one call carries several devices (fedbench.client.group), those that can
 train together do so in one vmapped pass if that is measured to be faster
 (fedbench.train.batched); each device is still metered and reported alone.
+
+Where it trains is the runtime's `accelerator` (fedbench.train.accelerator):
+the worker's model, the global weights, each device's data (kept there
+across rounds, fedbench.train.resident) and the optimizer state live on that
+torch device. What a device costs does not depend on it: the meter measures
+the workload on a CPU copy of the model.
 """
 
 from __future__ import annotations
@@ -36,13 +42,22 @@ from fedbench.data.source import Tensors
 from fedbench.errors import FedbenchError
 from fedbench.experiment.build import build_model
 from fedbench.experiment.schema import Experiment, ModelConfig
+from fedbench.measure.workload import measure_workload
 from fedbench.protocol import METRICS, NUM_EXAMPLES
 from fedbench.runtime.base import build_runtime
 from fedbench.scenarios.base import build_scenario
 from fedbench.scenarios.context import data_context
 from fedbench.train import hyper
-from fedbench.train.batched import batchable, batching_pays, train_batched
+from fedbench.train.accelerator import worker_device
+from fedbench.train.batched import (
+    batchable,
+    batching_pays,
+    chunk_for,
+    device_bytes,
+    train_cohort,
+)
 from fedbench.train.loop import TrainParams, step_sizes, train_local
+from fedbench.train.resident import Resident
 from fedbench.train.round_plan import RoundPlan, plan_round
 
 
@@ -51,8 +66,9 @@ def train(msg: Message, context: Context) -> Message:
     if seat is None:
         raise FedbenchError("fedbench's train handler runs under the device mod only")
     arrays_key, arrays = _only_arrays(msg)
-    model = _model(seat.experiment.model)
-    model.load_state_dict(_global_state(arrays))
+    device = _device(seat.experiment)
+    model = _model(seat.experiment.model, device)
+    model.load_state_dict(_global_state(arrays, device))
     params = train_params(seat.experiment, _config(msg))
     loss, trained, n = _train(seat, model, params, context)
     content = RecordDict(
@@ -63,21 +79,35 @@ def train(msg: Message, context: Context) -> Message:
     return Message(content, reply_to=msg)
 
 
-_GLOBAL: list[tuple[ArrayRecord, dict[str, torch.Tensor]]] = []  # the last global model read
+# The last global model read, and the device it was put on.
+_GLOBAL: list[tuple[ArrayRecord, torch.device, dict[str, torch.Tensor]]] = []
 
 
-def _global_state(arrays: ArrayRecord) -> dict[str, torch.Tensor]:
-    """The message's global model as tensors, read once for all the devices of a group.
+def _global_state(arrays: ArrayRecord, device: torch.device) -> dict[str, torch.Tensor]:
+    """The message's global model as tensors on `device`, read once for a group's devices.
 
     The devices of one call (fedbench.client.group) share the message's
     ArrayRecord object; reading it once spares every further device a parse
-    of every array. load_state_dict copies, so the tensors are never written.
+    of every array (and a copy to the GPU). load_state_dict copies, so the
+    tensors are never written.
     """
-    if _GLOBAL and _GLOBAL[0][0] is arrays:
-        return _GLOBAL[0][1]
-    state = {k: torch.from_numpy(decode(a).copy()) for k, a in arrays.items()}
-    _GLOBAL[:] = [(arrays, state)]
+    if _GLOBAL and _GLOBAL[0][0] is arrays and _GLOBAL[0][1] == device:
+        return _GLOBAL[0][2]
+    state = {k: torch.from_numpy(decode(a).copy()).to(device) for k, a in arrays.items()}
+    _GLOBAL[:] = [(arrays, device, state)]
     return state
+
+
+@functools.lru_cache(maxsize=2)
+def _device(experiment: Experiment) -> torch.device:
+    """Where this worker trains: the runtime's accelerator as the runtime resolved it."""
+    return worker_device(build_runtime(experiment).worker_accelerator())
+
+
+@functools.lru_cache(maxsize=2)
+def _resident(experiment: Experiment, device: torch.device) -> Resident:
+    # One per experiment: a data key names a device's data within one experiment only.
+    return Resident(device)
 
 
 def train_params(experiment: Experiment, config: ConfigRecord | None) -> TrainParams:
@@ -108,7 +138,12 @@ class Prepared:
 def _prepare(seat: Seat, model: nn.Module, params: TrainParams) -> Prepared:
     experiment, task = seat.experiment, seat.task
     ctx = data_context(experiment, seat.num_devices)
-    data = build_scenario(experiment).device_data(ctx, task.device_index, task.day)
+    scenario = build_scenario(experiment)
+    resident = _resident(experiment, next(model.parameters()).device)
+    data = resident.get(
+        scenario.data_key(task.device_index, task.day),
+        lambda: scenario.device_data(ctx, task.device_index, task.day),
+    )
     job = TrainJob(
         model_name=experiment.model.name,
         input_shape=experiment.model.input_shape,
@@ -129,6 +164,8 @@ def _train(
     prepared = _prepare(seat, model, params)
     rp, data, seed = prepared.plan, prepared.data, prepared.seed
     done = _from_batch(prepared, model, params, context)
+    alone = done if isinstance(done, str) else None  # why its batched group left it out
+    done = done if isinstance(done, Batched) else None
 
     def run() -> float:
         if done is None:
@@ -141,6 +178,8 @@ def _train(
     cost = rp.explain(cost)
     if done is not None:  # never silently: the plan column says the step was batched
         cost = dataclasses.replace(cost, plan=f"{cost.plan} vmap{done.devices}")
+    elif alone is not None:
+        cost = dataclasses.replace(cost, plan=f"{cost.plan} alone:{alone}")
     seat.measured.cost = cost
     return loss, loss is not None and cost.status == "ok", len(data)
 
@@ -152,12 +191,15 @@ class Batched:
     devices: int  # trained together
 
 
-_BATCH: dict[str, dict[int, Batched]] = {}  # the current group's results, by device index
+# The current group's results by device index: a device trained in its batched pass, or
+# why a batched group left it to train by itself: "plan" (its memory plan or predicted
+# status cannot be batched), "gpu-memory" (it did not fit the GPU even alone).
+_BATCH: dict[str, dict[int, Batched | str]] = {}
 
 
 def _from_batch(
     prepared: Prepared, model: nn.Module, params: TrainParams, context: Context
-) -> Batched | None:
+) -> Batched | str | None:
     """This device's training from its group's batched pass, if the group was batched.
 
     The first device of a group (fedbench.client.group) prepares every device
@@ -177,22 +219,46 @@ def _from_batch(
 
 def _train_group(
     group: Sequence[Message], model: nn.Module, params: TrainParams, context: Context
-) -> dict[int, Batched]:
-    ready = []
+) -> dict[int, Batched | str]:
+    ready: list[Prepared] = []
+    planned: list[Prepared] = []
     for msg in group:
         seat = seat_of(msg, context)
         if seat is not None:
             prepared = _prepare(seat, model, params)
-            if prepared.batchable(model):
-                ready.append(prepared)
+            (ready if prepared.batchable(model) else planned).append(prepared)
     datas = [p.data for p in ready]
-    if not batchable(model, datas, params) or not batching_pays(model, datas, params):
+    if not batchable(model, datas, params):
         return {}
-    results = train_batched(model, datas, params, [p.seed for p in ready])
-    return {
-        p.seat.device.index: Batched(state, loss, len(ready))
-        for p, (state, loss) in zip(ready, results, strict=True)
-    }
+    device = next(model.parameters()).device
+    chunk = chunk_for(device, _step_bytes(ready[0], model, params), len(ready))
+    # Measured at the chunk that will run: a whole cohort may not fit the GPU at once.
+    if chunk < 2 or not batching_pays(model, datas[:chunk], params):
+        return {}
+    results, _ = train_cohort(model, datas, params, [p.seed for p in ready], chunk)
+    done: dict[int, Batched | str] = {p.seat.device.index: "plan" for p in planned}
+    for p, result in zip(ready, results, strict=True):
+        if result is None:
+            done[p.seat.device.index] = "gpu-memory"
+        else:
+            done[p.seat.device.index] = Batched(result[0], result[1], len(ready))
+    return done
+
+
+def _step_bytes(prepared: Prepared, model: nn.Module, params: TrainParams) -> int:
+    """What one device's step holds (the measured workload's memory terms); 0 on the CPU,
+    where a chunk is never limited by memory."""
+    if next(model.parameters()).device.type == "cpu":
+        return 0
+    job = prepared.plan.job
+    workload = measure_workload(
+        model,
+        job.input_shape,
+        min(params.batch_size, len(prepared.data)),
+        model_name=job.model_name,
+        optimizer=params.optimizer.workload(params.momentum),
+    )
+    return device_bytes(workload)
 
 
 @warm_up
@@ -200,14 +266,14 @@ def _warm(seat: Seat) -> None:
     """Built in the worker before a capped call forks (fedbench.client.caps.warm_up)."""
     if seat.experiment.app is None:  # fedbench's own app: this handler's caches
         data_context(seat.experiment, seat.num_devices)
-        _model(seat.experiment.model)
+        _model(seat.experiment.model, _device(seat.experiment))
 
 
 @functools.lru_cache(maxsize=2)
-def _model(config: ModelConfig) -> nn.Module:
+def _model(config: ModelConfig, device: torch.device) -> nn.Module:
     # Built once per worker: every message loads the global weights (parameters
     # and buffers) into it, and the optimizer is new every round.
-    return build_model(config)
+    return build_model(config).to(device)
 
 
 def _finite(loss: float | None) -> float:

@@ -8,7 +8,9 @@ that wraps a ClientApp's handlers. For a fedbench message it
    Flower strategy sent;
 2. sets what the handler reads about its node: `partition-id` (the device's
    index: its share of the data) and `num-partitions` (the fleet's size) in
-   `context.node_config`, and the app's run config in `context.run_config`;
+   `context.node_config`, with `fedbench-accelerator` (where the worker
+   trains: "cpu" or "cuda:0", runtime.accelerator), and the app's run config
+   in `context.run_config`;
 3. applies the device's caps (torch threads = `runtime.client_cpus`; with
    `runtime.enforce_caps` the profile's threads, CPUs and memory, the call
    in a process of its own: fedbench.client.caps);
@@ -58,8 +60,13 @@ from fedbench.protocol import (
     UNREAD,
     state_record,
 )
+from fedbench.runtime.base import build_runtime
+from fedbench.train.accelerator import worker_device
 
 PARTITION_ID = "partition-id"
+# Where this worker trains, as torch spells it ("cpu", "cuda:0"): runtime.accelerator as the
+# runtime resolved it. A Flower app may read it, or ask torch: Ray gave the worker its GPU.
+ACCELERATOR = "fedbench-accelerator"
 NUM_PARTITIONS = "num-partitions"
 
 # The Cost fields that are RoundReport fields too (status, latency_s, energy_j, ...).
@@ -165,6 +172,8 @@ def _as_device(context: Context, seat: Seat) -> Iterator[None]:
     saved = dict(context.node_config), dict(context.run_config)
     context.node_config[PARTITION_ID] = seat.device.index
     context.node_config[NUM_PARTITIONS] = seat.num_devices
+    accelerator = build_runtime(seat.experiment).worker_accelerator()
+    context.node_config[ACCELERATOR] = str(worker_device(accelerator))
     app = seat.experiment.app
     if app is not None:
         for key, value in app.run_config.items():

@@ -162,10 +162,29 @@ def _example_batch(model: nn.Module, spec: StepSpec) -> tuple[torch.Tensor, torc
     return inputs, targets
 
 
+def cpu_copy(model: nn.Module) -> nn.Module:
+    """A deep copy of `model` with every parameter and buffer on the CPU.
+
+    A step is measured on the CPU whatever the host trains on: the aten ops a
+    GPU runs differ (cuDNN batch norm, fused dropout, foreach optimizers), and
+    what an emulated device is charged must not depend on the host's device.
+    The copy is made tensor by tensor, so a model on a GPU is never doubled
+    there.
+    """
+    memo: dict[int, object] = {}
+    for p in model.parameters():
+        if p.device.type != "cpu":
+            memo[id(p)] = nn.Parameter(p.detach().cpu(), requires_grad=p.requires_grad)
+    for b in model.buffers():
+        if b.device.type != "cpu":
+            memo[id(b)] = b.detach().cpu()
+    return copy.deepcopy(model, memo)
+
+
 def prepare(model: nn.Module, spec: StepSpec) -> PreparedStep:
-    """A deep copy of `model` ready for the measured step."""
+    """A CPU deep copy of `model` (`cpu_copy`) ready for the measured step."""
     spec.validate()
-    model = copy.deepcopy(model)
+    model = cpu_copy(model)
     train = {id(p) for p in trainable_parameters(model, spec.trainable)}
     params = [p for p in model.parameters() if id(p) in train]
     for p in model.parameters():

@@ -81,11 +81,13 @@ def command_line(argv: Sequence[str] | None = None) -> str:
     return os.environ.get(COMMAND_ENV) or shlex.join(getattr(sys, "orig_argv", sys.argv))
 
 
-def provenance(argv: Sequence[str] | None = None) -> dict[str, object]:
-    """What made this run (see docs/results.md for each key); `argv`: the command line."""
+def provenance(argv: Sequence[str] | None = None, accelerator: str = "auto") -> dict[str, object]:
+    """What made this run (see docs/results.md for each key); `argv`: the command line,
+    `accelerator`: the runtime's setting (where devices trained)."""
     import psutil
 
     from fedbench.core.numerics import environment  # torch: not at import (the CLI's --help)
+    from fedbench.train.accelerator import host_record
 
     commit, dirty = git_commit()
     return {
@@ -100,6 +102,7 @@ def provenance(argv: Sequence[str] | None = None) -> dict[str, object]:
         "cpu_cores": os.cpu_count(),
         "cpu_physical_cores": psutil.cpu_count(logical=False),
         "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
+        **host_record(accelerator),
         # torch build, ISA level, the variables that pick kernels: what sums in its own
         # order (fedbench.core.numerics); the run's thread counts and its initial model's
         # hash are added by the server (fedbench.server.app).

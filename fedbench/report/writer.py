@@ -39,11 +39,11 @@ class DayResult:
 
 
 class RunWriter:
-    def __init__(self, run_dir: Path, meta: dict[str, Any]) -> None:
+    def __init__(self, run_dir: Path, meta: dict[str, Any], accelerator: str = "auto") -> None:
         self.run_dir = run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
         self.meta = meta
-        self.provenance = provenance()
+        self.provenance = provenance(accelerator=accelerator)
         self.days: list[DayResult] = []
         self.statuses: Counter[str] = Counter()
         self.energy_j = 0.0  # over the reports that measured it (energy_known)

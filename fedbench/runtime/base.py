@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from fedbench.errors import FedbenchError
 from fedbench.experiment.build import built
+from fedbench.train.accelerator import KEY, check, wants_cuda
 
 if TYPE_CHECKING:
     from flwr.clientapp import ClientApp
@@ -69,6 +70,8 @@ class Runtime(ABC):
     enforce_caps: bool = False
     # Asynchronous FL orders arrivals on the host's clock (real devices), not the virtual one.
     wall_clock: bool = False
+    # Where clients train: auto | cpu | cuda | cuda:N (fedbench.train.accelerator).
+    accelerator: str = "auto"
 
     def check_common(self) -> None:
         for key in ("wait_for_nodes_s", "round_timeout_s"):
@@ -81,6 +84,23 @@ class Runtime(ABC):
             cpus = getattr(self, key)
             if isinstance(cpus, bool) or not isinstance(cpus, int) or cpus < 1:
                 raise FedbenchError(f"runtime.{key} must be a positive integer, got {cpus!r}")
+
+    def check_accelerator(self) -> None:
+        """`accelerator` spelled right, and not a GPU the caps cannot honour."""
+        check(self.accelerator, KEY)
+        if self.enforce_caps and wants_cuda(self.accelerator):
+            raise FedbenchError(
+                f"{KEY}={self.accelerator} with runtime.enforce_caps=true: a capped call runs "
+                "in a process forked from its worker (fedbench.client.caps), where CUDA "
+                f"cannot start; set {KEY}=cpu or auto (capped devices train on the CPU), "
+                "or runtime.enforce_caps=false"
+            )
+
+    def worker_accelerator(self) -> str:
+        """Where the workers train: `accelerator`, but the CPU under `enforce_caps`, whose
+        calls are forked (CUDA cannot be used in a forked child) and emulate a device's
+        CPU, threads and memory - none of which would bound a GPU."""
+        return "cpu" if self.enforce_caps else self.accelerator
 
     def check_local_cpus(self) -> None:
         """A client cannot use more CPUs than this host has (a remote cluster checks its own)."""

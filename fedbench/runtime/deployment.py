@@ -94,6 +94,7 @@ from fedbench.runtime.proxy import argv as proxy_argv
 from fedbench.runtime.seating import FixedSeating, wait_for_nodes
 from fedbench.runtime.superlink import REFUSED_MARK as CONTROL_REFUSED
 from fedbench.security import TlsFiles, issue_secret, issue_tls, read_public_key
+from fedbench.train.accelerator import ACCELERATOR_ENV, check_host
 
 LOCAL_NAMES = ("127.0.0.1", "localhost")
 _PROTOBUF = {"content-type": "application/protobuf", "accept": "application/protobuf"}
@@ -121,6 +122,8 @@ class DeploymentRuntime(Runtime):
     wait_for_nodes_s: float = 120.0
     round_timeout_s: float = 3600.0
     proxy: str = "auto"  # auto (nginx if installed, else python) | nginx | python
+    # Where the local SuperNodes train: auto | cpu | cuda | cuda:N (fedbench.train.accelerator).
+    accelerator: str = "auto"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "advertise", tuple(str(a) for a in self.advertise or ()))
@@ -145,11 +148,13 @@ class DeploymentRuntime(Runtime):
         if self.proxy not in PROXIES:
             raise FedbenchError(f"runtime.proxy={self.proxy!r}; valid: {', '.join(PROXIES)}")
         self.check_common()
+        self.check_accelerator()
 
     wall_clock = True  # physical devices reply when they reply
 
     def preflight(self, experiment: Experiment) -> None:
         self.check_local_cpus()
+        check_host(self.accelerator, "runtime.accelerator")
         choose(self.proxy)
         check_address(self.address)
         if self.port is not None:
@@ -262,7 +267,12 @@ class DeploymentRuntime(Runtime):
                 started = {}
                 for n in nodes:
                     n.home.mkdir(parents=True, exist_ok=True)
-                    env = {**cli.env, **ARENA_ENV, "FLWR_HOME": str(n.home)}
+                    env = {
+                        **cli.env,
+                        **ARENA_ENV,
+                        "FLWR_HOME": str(n.home),
+                        ACCELERATOR_ENV: self.worker_accelerator(),
+                    }
                     role = f"supernode {n.device.name}"
                     argv = n.argv(internal, inner.ca_cert, secret)
                     started[n] = procs.start(role, argv, env, n.log).pid

@@ -10,10 +10,18 @@ a round trains at once (the selector's clients_per_round x (1 + overcommit)),
 and every train message names the device it is for (fedbench.protocol). Ray
 runs those nodes' messages on as many workers as its CPUs allow
 (`client_cpus` each), so a 100,000-device fleet starts like a 10-device one.
+
+`accelerator` says where the workers train (fedbench.train.accelerator).
+On CUDA each worker asks Ray for `gpus_per_worker` of a GPU (null: the
+cluster's GPUs shared evenly by the workers), so several workers share one
+GPU and a multi-GPU host or a Ray cluster's GPU nodes get workers on every
+GPU; Ray sets each worker's CUDA_VISIBLE_DEVICES. `cuda:N` on a private
+local cluster gives Ray GPU N only.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
@@ -32,6 +40,13 @@ from fedbench.runtime.base import Apps, Runtime, check_reachable
 from fedbench.runtime.limits import ARENA_ENV
 from fedbench.runtime.logs import route_flower_logs
 from fedbench.runtime.seating import PooledSeating, wait_for_nodes
+from fedbench.train.accelerator import (
+    ACCELERATOR_ENV,
+    check_host,
+    gpu_index,
+    gpu_share,
+    host_gpus,
+)
 from strategies.base import build_selector
 
 
@@ -47,18 +62,37 @@ class SimulationRuntime(Runtime):
     # Devices trained in one worker call when a round has more devices than workers;
     # null: as many as it takes for every worker to get one call.
     devices_per_call: int | None = None
+    # Where workers train: auto | cpu | cuda | cuda:N (fedbench.train.accelerator).
+    accelerator: str = "auto"
+    # The GPU fraction each worker asks Ray for; null: the GPUs shared evenly by the workers.
+    gpus_per_worker: float | None = None
 
     def __post_init__(self) -> None:
         self.check_common()
         n = self.devices_per_call
         if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
             raise FedbenchError(f"runtime.devices_per_call must be >= 1 or null, got {n!r}")
+        self.check_accelerator()
+        g = self.gpus_per_worker
+        if g is not None and (
+            isinstance(g, bool) or not isinstance(g, (int, float)) or not 0 < g <= 1
+        ):
+            raise FedbenchError(
+                f"runtime.gpus_per_worker={g!r}: a fraction of one GPU in (0, 1], or null"
+            )
 
     def preflight(self, experiment: Experiment) -> None:
         if self.ray_temp_dir is not None:
             check_folder("runtime.ray_temp_dir", self.ray_temp_dir)
         if not self.ray_address:
             self.check_local_cpus()
+            # A cluster's GPUs are its nodes': only a private local one is this host's.
+            check_host(self.accelerator, "runtime.accelerator")
+        elif gpu_index(self.accelerator) is not None:
+            raise FedbenchError(
+                f"runtime.accelerator={self.accelerator}: a Ray cluster's GPUs are Ray's to "
+                "hand out; use cuda (a GPU per worker share) or auto"
+            )
         elif self.ray_address != "auto":
             hint = "start the cluster (`ray start --head`) or set null for a private local one"
             check_reachable(self.ray_address, "runtime.ray_address", hint)
@@ -78,8 +112,27 @@ class SimulationRuntime(Runtime):
         """How many calls run at once: the cluster's CPUs over each client's."""
         import ray
 
-        cpus = ray.cluster_resources().get("CPU") if ray.is_initialized() else None
-        return max(1, int(cpus or os.cpu_count() or 1) // self.client_cpus)
+        resources = ray.cluster_resources() if ray.is_initialized() else {}
+        by_cpu = max(1, int(resources.get("CPU") or os.cpu_count() or 1) // self.client_cpus)
+        share = self._gpu_share(float(resources.get("GPU", 0.0)), by_cpu)
+        if share == 0:
+            return by_cpu
+        return max(1, min(by_cpu, math.floor(float(resources["GPU"]) / share + 1e-9)))
+
+    def _local_worker_env(self) -> dict[str, str]:
+        """What a private local cluster's workers inherit: their accelerator, and for
+        `cuda:N` the one GPU Ray may give them."""
+        index = gpu_index(self.accelerator)
+        gpus = 1 if index is not None else host_gpus()
+        env = {ACCELERATOR_ENV: "cuda" if self._gpu_share(gpus, 1) > 0 else "cpu"}
+        if index is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(index)
+        return env
+
+    def _gpu_share(self, gpus: float, workers: int) -> float:
+        # Capped workers train on the CPU (Runtime.worker_accelerator): they ask for no GPU.
+        setting = self.worker_accelerator()
+        return gpu_share(setting, int(gpus), workers, self.gpus_per_worker)
 
     def run(self, experiment: Experiment, run_dir: Path, apps: Apps) -> None:
         import ray
@@ -109,9 +162,21 @@ class SimulationRuntime(Runtime):
             os.environ.update(ARENA_ENV)
         # Ray warns on every start about a future default we do not rely on (no GPUs).
         os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+        # Ray's local workers inherit the driver's environment: which GPUs Ray may hand
+        # out (`cuda:N`: that one only, GPU 0 inside the workers) and where they train.
+        workers_env = {} if self.ray_address else self._local_worker_env()
+        before = {k: os.environ.get(k) for k in workers_env}
+        os.environ.update(workers_env)
         try:
             ray.init(**init)
-            backend = {"client_resources": {"num_cpus": self.client_cpus, "num_gpus": 0.0}}
+            gpus = float(ray.cluster_resources().get("GPU", 0.0))
+            if self.accelerator.startswith("cuda") and gpus == 0:
+                raise FedbenchError(
+                    f"runtime.accelerator={self.accelerator}: the Ray cluster at "
+                    f"{self.ray_address} has no GPU; use auto or cpu"
+                )
+            share = self._gpu_share(gpus, self.workers())
+            backend = {"client_resources": {"num_cpus": self.client_cpus, "num_gpus": share}}
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 run_simulation(
@@ -123,6 +188,11 @@ class SimulationRuntime(Runtime):
                 )
         finally:
             ray.shutdown()
+            for key, value in before.items():  # this process's own environment, as it was
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
             if own_tmp:
                 shutil.rmtree(temp_dir, ignore_errors=True)
             if handler is not None:

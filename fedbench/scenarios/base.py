@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -57,6 +57,12 @@ class Scenario(ABC):
     @abstractmethod
     def device_data(self, ctx: DataContext, device_index: int, day: int) -> Tensors:
         """What device `device_index` trains on in a round of `day`."""
+
+    def data_key(self, device_index: int, day: int) -> Hashable:
+        """What names `device_data(ctx, device_index, day)` within one run: equal keys, equal
+        data (a worker keeps it on its accelerator across rounds, fedbench.train.resident).
+        Here the device and the day; a scenario whose data does not change by day says so."""
+        return (device_index, day)
 
     @abstractmethod
     def expected_examples(self, ctx: DataContext, device_index: int) -> int:

@@ -7,7 +7,7 @@ virtual clock; `day` is the round number so per-day reporting is per round.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 
 import numpy as np
 
@@ -37,3 +37,6 @@ class FederatedRounds(Scenario):
 
     def device_data(self, ctx: DataContext, device_index: int, day: int) -> Tensors:
         return ctx.splits.pool.subset(ctx.partitions[device_index])
+
+    def data_key(self, device_index: int, day: int) -> Hashable:
+        return device_index  # its fixed partition, every round

@@ -209,7 +209,11 @@ class Folder:
             if "integrity" in resumed.writer:
                 rows.verify(resumed.writer["integrity"])
             check_resumable(run_dir, resumed, rounds)
-        writer = RunWriter(run_dir, {"name": experiment.name, "num_devices": num_devices})
+        writer = RunWriter(
+            run_dir,
+            {"name": experiment.name, "num_devices": num_devices},
+            accelerator=build_runtime(experiment).accelerator,
+        )
         server_rounds = ServerRoundsWriter(run_dir)
         return cls(run_dir, writer, server_rounds, UpdateWatch(writer.meta), rows, resumed)
 

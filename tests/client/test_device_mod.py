@@ -64,6 +64,7 @@ def test_the_handler_sees_its_device_and_the_apps_run_config_not_fedbench() -> N
         seen.update(
             partition=context.node_config["partition-id"],
             parts=context.node_config["num-partitions"],
+            accelerator=context.node_config["fedbench-accelerator"],
             lr=context.run_config["lr"],
             records=sorted(msg.content.keys()),
         )
@@ -80,7 +81,14 @@ def test_the_handler_sees_its_device_and_the_apps_run_config_not_fedbench() -> N
         run_id=1, node_id=9, node_config={"partition-id": 0}, state=RecordDict(), run_config={}
     )
     reply = device_mod(msg, context, handler)
-    assert seen == {"partition": 6, "parts": 8, "lr": 0.2, "records": ["arrays", "config"]}
+    expected_device = "cuda:0" if torch.cuda.is_available() else "cpu"  # runtime.accelerator=auto
+    assert seen == {
+        "partition": 6,
+        "parts": 8,
+        "accelerator": expected_device,
+        "lr": 0.2,
+        "records": ["arrays", "config"],
+    }
     assert context.node_config == {"partition-id": 0}  # restored after the call
     report = client_report(reply)
     assert report.device == "jetson_nano-000" and report.num_examples == 5
