@@ -34,3 +34,26 @@ def test_sources_are_values() -> None:
     assert DigitsSource() == DigitsSource()
     assert hash(DigitsSource()) == hash(DigitsSource())
     assert DigitsSource.name == "digits" and DigitsSource.num_classes == 10
+
+
+def test_the_file_read_is_sklearns_digits_exactly() -> None:
+    from fedbench.data.digits import read_digits
+
+    images, labels = read_digits()
+    ref = load_digits()
+    assert images.dtype == np.float32 and labels.dtype == np.int64
+    assert np.array_equal(images, ref.images) and np.array_equal(labels, ref.target)
+
+
+def test_loading_digits_does_not_import_scikit_learn() -> None:
+    # scikit-learn + SciPy cost every worker ~50 MB resident and a second of start-up.
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from fedbench.data.digits import DigitsSource; "
+        "DigitsSource().load((1, 8, 8)); print(sorted(m for m in sys.modules "
+        "if m.split('.')[0] in ('sklearn', 'scipy')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
