@@ -24,12 +24,11 @@ whole-run seconds, warm round seconds (median after the first round) and
 device-rounds per minute over the whole run, and fedbench's ratios.
 
     python benchmarks/throughput.py                      # both workloads
-    python benchmarks/throughput.py --workload small --rounds 4
+    python benchmarks/throughput.py workload=small rounds=4
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -39,6 +38,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from fedbench.cli.grammar import Grammar, Key, parse_int, parse_words, script
 
 WORKLOADS: dict[str, dict[str, object]] = {
     # 100 devices per round of the small CNN (its default width 16), 32 samples each.
@@ -106,7 +107,7 @@ def fedbench_run(w: dict[str, object], rounds: int, out: Path) -> Timing:
 def contender(kind: str, w: dict[str, object], rounds: int) -> Timing:
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, __file__, "--as", kind, "--config", json.dumps(overrides(w, rounds))],
+        [sys.executable, __file__, f"as={kind}", f"config={json.dumps(overrides(w, rounds))}"],
         check=True,
         capture_output=True,
         text=True,
@@ -276,36 +277,33 @@ def flower(config: list[str]) -> list[float]:
     return times
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workload", choices=[*WORKLOADS, "all"], default="all")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--as", dest="role", choices=list(CONTENDERS), help=argparse.SUPPRESS)
-    parser.add_argument("--config", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.role:  # a contender's own process: print its round times as JSON
-        print(json.dumps(CONTENDERS[args.role](json.loads(args.config))))
+def run(o: dict[str, str]) -> None:
+    rounds = parse_int("rounds", o["rounds"], 1)
+    if o["as"]:  # a contender's own process: print its round times as JSON
+        role = parse_words("as", o["as"], list(CONTENDERS))[0]
+        print(json.dumps(CONTENDERS[role](json.loads(o["config"]))))
         return
-    names = list(WORKLOADS) if args.workload == "all" else [args.workload]
+    workload = parse_words("workload", o["workload"], [*WORKLOADS, "all"])[0]
+    names = list(WORKLOADS) if workload == "all" else [workload]
     for name in names:
         w = WORKLOADS[name]
         with tempfile.TemporaryDirectory() as tmp:
             timings = [
-                fedbench_run(w, args.rounds, Path(tmp)),
-                contender("bare", w, args.rounds),
-                contender("flower", w, args.rounds),
-                contender("pooled", w, args.rounds),
+                fedbench_run(w, rounds, Path(tmp)),
+                contender("bare", w, rounds),
+                contender("flower", w, rounds),
+                contender("pooled", w, rounds),
             ]
         devices = int(w["devices"])  # type: ignore[call-overload]
         print(
             f"\n{name}: {devices} x {w['model']}, {w['samples']} samples, batch {w['batch']}, "
-            f"{args.rounds} rounds"
+            f"{rounds} rounds"
         )
         for t in timings:
-            rounds = ", ".join(f"{s:.2f}" for s in t.rounds_s)
+            times = ", ".join(f"{s:.2f}" for s in t.rounds_s)
             print(
                 f"  {t.name:8} whole run {t.wall_s:7.1f} s | warm round {t.warm_s:6.2f} s | "
-                f"{t.per_minute(devices):7.1f} device-rounds/min | rounds: {rounds}"
+                f"{t.per_minute(devices):7.1f} device-rounds/min | rounds: {times}"
             )
         fb, bare_t, flower_t, pooled_t = timings
         print(
@@ -332,5 +330,18 @@ def main() -> None:
 CONTENDERS = {"bare": bare, "flower": flower, "pooled": pooled}
 
 
+GRAMMAR = Grammar(
+    "python benchmarks/throughput.py",
+    __doc__.splitlines()[0],
+    (
+        Key("workload", "one of " + ", ".join([*WORKLOADS, "all"]), "all"),
+        Key("rounds", "rounds per contender", "5"),
+        Key("as", "internal: run one contender (" + ", ".join(CONTENDERS) + ") in this process"),
+        Key("config", "internal: the contender's overrides, as JSON"),
+    ),
+    ("python benchmarks/throughput.py", "python benchmarks/throughput.py workload=small rounds=4"),
+)
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(script(GRAMMAR, run))
