@@ -140,31 +140,6 @@ def step_cost(
     running at `speed` x the profile's throughput (module docstring)."""
     if processor == "gpu":
         return slowed(_gpu_step(profile, workload, active, consts, framework, background), speed)
-    return slowed(_cpu_step(profile, workload, active, consts, framework, background), speed)
-
-
-def slowed(cost: StepCost, speed: float) -> StepCost:
-    """The step on a unit `speed` x as fast: the same work over 1 / speed the time, at the
-    same power (clock, busy cores and DRAM traffic are the step's own)."""
-    if speed == 1.0:
-        return cost
-    return replace(
-        cost,
-        seconds=cost.seconds / speed,
-        time_s={k: v / speed for k, v in cost.time_s.items()},
-        energy_j={k: v / speed for k, v in cost.energy_j.items()},
-        gpu_busy_s=cost.gpu_busy_s / speed,
-    )
-
-
-def _cpu_step(
-    profile: DeviceProfile,
-    workload: Workload,
-    active: tuple[Active, ...],
-    consts: Constants,
-    framework: str,
-    background: bool,
-) -> StepCost:
     fw = consts.framework(framework)
     table = CallTable.of(workload)
     rig = cpu_rig(profile, active, consts)
@@ -204,13 +179,28 @@ def _cpu_step(
     foreground = parallel_s + serial_s
     busy = (float(threads) * parallel_s + serial_s) / foreground * share if foreground else 0.0
     freq = sum(a.freq_ghz * a.threads for a in active) / float(threads)
-    return StepCost(
+    cost = StepCost(
         seconds=seconds,
         time_s={k: v / share for k, v in times.items()},
         energy_j=energy,
         freq_ghz=freq,
         busy_cores=busy,
         dram_gb=dram / GB,
+    )
+    return slowed(cost, speed)
+
+
+def slowed(cost: StepCost, speed: float) -> StepCost:
+    """The step on a unit `speed` x as fast: the same work over 1 / speed the time, at the
+    same power (clock, busy cores and DRAM traffic are the step's own)."""
+    if speed == 1.0:
+        return cost
+    return replace(
+        cost,
+        seconds=cost.seconds / speed,
+        time_s={k: v / speed for k, v in cost.time_s.items()},
+        energy_j={k: v / speed for k, v in cost.energy_j.items()},
+        gpu_busy_s=cost.gpu_busy_s / speed,
     )
 
 
