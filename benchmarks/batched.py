@@ -24,19 +24,20 @@ compute-bound already and no batched path, vmap or hand-written, can do
 much better.
 
     python benchmarks/batched.py
-    python benchmarks/batched.py --models lenet small_cnn --devices 10 50
+    python benchmarks/batched.py models=lenet,small_cnn devices=10,50
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
+import sys
 import time
 from dataclasses import replace
 
 import torch
 
+from fedbench.cli.grammar import Grammar, Key, parse_int, parse_ints, parse_words, script
 from fedbench.data.source import Tensors
 from fedbench.models import build_model
 from fedbench.train.batched import batchable, batching_pays, train_batched
@@ -87,23 +88,34 @@ def seconds(models: list[str], devices: int, samples: int, batch: int, repeats: 
         )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=["lenet", "small_cnn", "fc_only", "dqn"])
-    parser.add_argument("--devices", type=int, nargs="+", default=[10, 50])
-    parser.add_argument("--samples", type=int, default=32)
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+GRAMMAR = Grammar(
+    "python benchmarks/batched.py",
+    __doc__.splitlines()[0],
+    (
+        Key("models", "models, comma-separated", "lenet,small_cnn,fc_only,dqn"),
+        Key("devices", "device counts, comma-separated", "10,50"),
+        Key("samples", "samples per device", "32"),
+        Key("batch", "batch size", "16"),
+        Key("repeats", "timed repetitions (the median is printed)", "3"),
+    ),
+    ("python benchmarks/batched.py", "python benchmarks/batched.py models=lenet devices=10"),
+)
+
+
+def run(o: dict[str, str]) -> None:
+    models = parse_words("models", o["models"])
+    samples, batch = parse_int("samples", o["samples"], 1), parse_int("batch", o["batch"], 1)
+    repeats = parse_int("repeats", o["repeats"], 1)
+    devices = parse_ints("devices", o["devices"], 1)
     torch.set_num_threads(1)
     print(
-        f"# torch {torch.__version__}, 1 thread, {os.cpu_count()} CPUs; {args.samples} samples "
-        f"per device, batch {args.batch}, one local epoch, median of {args.repeats}"
+        f"# torch {torch.__version__}, 1 thread, {os.cpu_count()} CPUs; {samples} samples "
+        f"per device, batch {batch}, one local epoch, median of {repeats}"
     )
-    for n in args.devices:
+    for n in devices:
         print(f"\n{n} devices")
-        seconds(args.models, n, args.samples, args.batch, args.repeats)
+        seconds(models, n, samples, batch, repeats)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(script(GRAMMAR, run))

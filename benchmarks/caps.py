@@ -12,22 +12,21 @@ This script measures what that costs per call, in one process, side by side:
 - per model: one device's round through fedbench's own ClientApp (data,
   plan, emulation, one optimizer step of the full batch), with
   `runtime.enforce_caps` off and on, each in a fresh worker-like process of
-  its own (this script, `--mode`), so that the capped worker is as in a
+  its own (this script, `mode=`), so that the capped worker is as in a
   run: it never trains itself, and each child pays what a warm worker keeps
   between calls (the first step's kernel set-up, the model built, the
   device's data read).
 
-Each side makes one warm-up call, then `--repeats` calls; medians are
+Each side makes one warm-up call, then `repeats=` calls; medians are
 reported. The device is a Raspberry Pi 4 (3.4 GB budget: every call fits),
 one thread.
 
     python benchmarks/caps.py
-    python benchmarks/caps.py --models small_cnn densenet40 --repeats 5
+    python benchmarks/caps.py models=small_cnn,densenet40 repeats=5
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import subprocess
 import sys
@@ -40,6 +39,7 @@ from flwr.app import ArrayRecord, Context, RecordDict
 
 sys.path.insert(0, str(Path(__file__).parents[1]))  # tests.helpers: messages as the server sends
 
+from fedbench.cli.grammar import Grammar, Key, parse_int, parse_words, script  # noqa: E402
 from fedbench.client.app import app  # noqa: E402
 from fedbench.client.caps import limits_for  # noqa: E402
 from fedbench.client.isolated import run_isolated  # noqa: E402
@@ -121,8 +121,8 @@ def rounds(models: list[str], batch: int, repeats: int) -> None:
 
 def _side(model: str, batch: int, repeats: int, mode: str) -> float:
     """Median seconds per call of one side, measured in a process of its own."""
-    argv = [sys.executable, __file__, "--models", model, "--batch", str(batch)]
-    argv += ["--repeats", str(repeats), "--mode", mode]
+    argv = [sys.executable, __file__, f"models={model}", f"batch={batch}"]
+    argv += [f"repeats={repeats}", f"mode={mode}"]
     out = subprocess.run(argv, capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
 
@@ -134,21 +134,31 @@ def side(model: str, batch: int, repeats: int, caps: bool) -> float:
     return statistics.median(once() for _ in range(repeats))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=["small_cnn", "densenet40"])
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--mode", choices=["off", "on"], help=argparse.SUPPRESS)
-    args = parser.parse_args()
+GRAMMAR = Grammar(
+    "python benchmarks/caps.py",
+    __doc__.splitlines()[0],
+    (
+        Key("models", "models, comma-separated", "small_cnn,densenet40"),
+        Key("batch", "batch size", "16"),
+        Key("repeats", "timed calls per side (the median is printed)", "5"),
+        Key("mode", "internal: off or on, one side of the first model in this process"),
+    ),
+    ("python benchmarks/caps.py", "python benchmarks/caps.py models=small_cnn repeats=3"),
+)
+
+
+def run(o: dict[str, str]) -> None:
+    models = parse_words("models", o["models"])
+    batch, repeats = parse_int("batch", o["batch"], 1), parse_int("repeats", o["repeats"], 1)
+    mode = parse_words("mode", o["mode"], ("off", "on"))[0] if o["mode"] else None
     task_identity()
     torch.set_num_threads(1)
-    if args.mode is not None:  # one side of a model's comparison, in this process
-        print(side(args.models[0], args.batch, args.repeats, args.mode == "on"))
+    if mode is not None:  # one side of a model's comparison, in this process
+        print(side(models[0], batch, repeats, mode == "on"))
         return
-    bare(args.repeats * 4)
-    rounds(args.models, args.batch, args.repeats)
+    bare(repeats * 4)
+    rounds(models, batch, repeats)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(script(GRAMMAR, run))

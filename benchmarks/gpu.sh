@@ -39,8 +39,8 @@ for stage in $stages; do
         2>&1 | tee "$out/gpu_tests.txt" || rc=1 ;;
     small|densenet)
       rounds=$([ "$stage" = small ] && echo 5 || echo 2)
-      { echo "# python benchmarks/throughput.py --accelerator cuda --workload $stage --rounds $rounds ($(date -u +%F), $(nproc) CPU cores)"
-        python3 "$repo/benchmarks/throughput.py" --accelerator cuda --workload "$stage" --rounds "$rounds"
+      { echo "# python benchmarks/throughput.py accelerator=cuda workload=$stage rounds=$rounds ($(date -u +%F), $(nproc) CPU cores)"
+        python3 "$repo/benchmarks/throughput.py" accelerator=cuda workload="$stage" rounds="$rounds"
       } 2>&1 | tee "$out/throughput_gpu_$stage.txt" || rc=1 ;;
     daily)
       start=$(date +%s.%N)

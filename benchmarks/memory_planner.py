@@ -20,13 +20,12 @@ budgets are 2 GB, 1 GB and 512 MB, plus for DenseNet40 the budgets at which
 peak / factor). Batch sizes: DenseNet40 64
 (3x32x32, the daily scenario), ResNet50 and MobileNetV2 16 (3x224x224).
 
-    python benchmarks/memory_planner.py [--threads 1] [--repeats 3]
-        [--models densenet40 resnet50 mobilenetv2] [--out FILE]
+    python benchmarks/memory_planner.py [threads=1] [repeats=3]
+        [models=densenet40,resnet50,mobilenetv2] [out=FILE]
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import os
 import statistics
@@ -37,6 +36,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from fedbench.cli.grammar import Grammar, Key, parse_int, parse_words, script
 from fedbench.core.plans import FULL, Plan
 from fedbench.measure.peak import measured_peak_memory
 from fedbench.models import build_model
@@ -198,22 +198,38 @@ def verdict(rows: list[Row]) -> str:
     )
 
 
+GRAMMAR = Grammar(
+    "python benchmarks/memory_planner.py",
+    __doc__.splitlines()[0],
+    (
+        Key("threads", "torch intra-op threads", "1"),
+        Key("repeats", "interleaved timed steps (the median is printed)", "3"),
+        Key("models", "models, comma-separated, of " + ", ".join(BATCH), ",".join(BATCH)),
+        Key("out", "also write the report to this file"),
+    ),
+    (
+        "python benchmarks/memory_planner.py",
+        "python benchmarks/memory_planner.py models=densenet40 repeats=1",
+    ),
+)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--models", nargs="+", default=list(BATCH), choices=list(BATCH))
-    parser.add_argument("--out", default=None, help="also write the report to this file")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    return script(GRAMMAR, run, argv)
+
+
+def run(o: dict[str, str]) -> int:
+    threads, repeats = parse_int("threads", o["threads"], 1), parse_int("repeats", o["repeats"], 1)
+    models = parse_words("models", o["models"], list(BATCH))
+    torch.set_num_threads(threads)
     start = time.perf_counter()
     load_start = os.getloadavg()[0]
     log: list[str] = []
-    rows = [row for name in args.models for row in bench_model(name, args.repeats, log)]
+    rows = [row for name in models for row in bench_model(name, repeats, log)]
     report = "\n".join(
         [
-            f"Memory planner on this host: torch {torch.__version__}, {args.threads} thread(s), "
-            f"median of {args.repeats} interleaved steps; {os.cpu_count()} CPUs, load average "
+            f"Memory planner on this host: torch {torch.__version__}, {threads} thread(s), "
+            f"median of {repeats} interleaved steps; {os.cpu_count()} CPUs, load average "
             f"{load_start:.1f} at start, {os.getloadavg()[0]:.1f} at end (a shared host: "
             "step times carry that noise, ratios less so)",
             table(rows),
@@ -225,8 +241,8 @@ def main(argv: list[str] | None = None) -> int:
         ]
     )
     print(report)
-    if args.out:
-        with open(args.out, "w") as f:
+    if o["out"]:
+        with open(o["out"], "w") as f:
             f.write(report + "\n")
     return 0
 

@@ -15,21 +15,29 @@ daily scenario (64 new images a day). What the prediction misses is
 kernel-internal scratch: oneDNN on x86 computes convolutions in a layout
 blocked by 16 channels, so LeNet's 6-channel convolutions hold up to 2.7x
 their output in hidden buffers; its error drifts past -15% from batch 64
-(try `--models lenet --batch-sizes 64 256`).
+(try `models=lenet batch_sizes=64,256`).
 
-    python benchmarks/memory_prediction.py [--threads 1] [--microbatches 4]
-        [--checkpoint-segments 4] [--models lenet ...] [--batch-sizes 64 ...]
+    python benchmarks/memory_prediction.py [threads=1] [microbatches=4]
+        [checkpoint_segments=4] [models=lenet,...] [batch_sizes=64,...]
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from dataclasses import dataclass
 
 import torch
 
+from fedbench.cli.grammar import (
+    Grammar,
+    Key,
+    parse_float,
+    parse_int,
+    parse_ints,
+    parse_words,
+    script,
+)
 from fedbench.core.workload import Workload
 from fedbench.measure.peak import measured_peak_memory
 from fedbench.measure.workload import measure_workload
@@ -121,27 +129,49 @@ def print_table(rows: list[Row]) -> None:
         )
 
 
+GRAMMAR = Grammar(
+    "python benchmarks/memory_prediction.py",
+    __doc__.splitlines()[0],
+    (
+        Key("threads", "torch intra-op threads", "1"),
+        Key("bound", "allowed |error| (fraction)", "0.15"),
+        Key(
+            "models",
+            "models, comma-separated (default: "
+            + ", ".join(c.model for c in CASES)
+            + ")",
+        ),
+        Key("batch_sizes", "batch sizes, comma-separated, for every model (default: each model's)"),
+        Key("microbatches", "micro-batches per step", "1"),
+        Key("checkpoint_segments", "checkpointed segments (0: none)", "0"),
+    ),
+    (
+        "python benchmarks/memory_prediction.py",
+        "python benchmarks/memory_prediction.py models=lenet batch_sizes=64,256",
+    ),
+)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    parser.add_argument("--bound", type=float, default=0.15, help="allowed |error| (fraction)")
-    parser.add_argument(
-        "--models", nargs="*", help="subset of " + ", ".join(c.model for c in CASES)
-    )
-    parser.add_argument("--batch-sizes", nargs="*", type=int, help="override every model's")
-    parser.add_argument("--microbatches", type=int, default=1)
-    parser.add_argument("--checkpoint-segments", type=int, default=0)
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    cases = [c for c in CASES if not args.models or c.model in args.models]
-    cases += [Case(m, ()) for m in args.models or () if m not in {c.model for c in CASES}]
+    return script(GRAMMAR, run, argv)
+
+
+def run(o: dict[str, str]) -> int:
+    torch.set_num_threads(parse_int("threads", o["threads"], 1))
+    bound = parse_float("bound", o["bound"], 0.0, 10.0)
+    models = parse_words("models", o["models"]) if o["models"] else []
+    sizes = parse_ints("batch_sizes", o["batch_sizes"], 1) if o["batch_sizes"] else []
+    micro = parse_int("microbatches", o["microbatches"], 1)
+    segments = parse_int("checkpoint_segments", o["checkpoint_segments"], 0)
+    cases = [c for c in CASES if not models or c.model in models]
+    cases += [Case(m, ()) for m in models if m not in {c.model for c in CASES}]
     rows = []
     for case in cases:
-        for batch in args.batch_sizes or case.batch_sizes:
-            rows.append(measure(case, batch, args.microbatches, args.checkpoint_segments))
+        for batch in sizes or case.batch_sizes:
+            rows.append(measure(case, batch, micro, segments))
     print_table(rows)
-    within = sum(abs(r.error) <= args.bound for r in rows)
-    print(f"\nwithin {100 * args.bound:.0f}% of measured: {within}/{len(rows)} rows (MiB)")
+    within = sum(abs(r.error) <= bound for r in rows)
+    print(f"\nwithin {100 * bound:.0f}% of measured: {within}/{len(rows)} rows (MiB)")
     return 0 if within == len(rows) else 1
 
 

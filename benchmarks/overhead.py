@@ -5,16 +5,15 @@ samples of the daily scenario), from the same global weights, with the same
 local SGD, then average the updates. fedbench goes through Flower's
 simulation engine on Ray (messages, serialisation, actors, records); the
 plain loop trains the devices one after another in this process with all
-cores. Each side runs `--rounds` rounds; the first is warm-up (actor start,
+cores. Each side runs `rounds=` rounds; the first is warm-up (actor start,
 first-touch allocations) and excluded. Reported: median round wall time of
 each side and their ratio, measured side by side in one run.
 
-    python benchmarks/overhead.py --devices 4 --rounds 4
+    python benchmarks/overhead.py devices=4 rounds=4
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -27,6 +26,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from fedbench.cli.grammar import Grammar, Key, parse_int, script
 from fedbench.experiment.schema import Experiment
 
 OVERRIDES = [
@@ -86,17 +86,25 @@ def plain_rounds(experiment: Experiment, devices: int, rounds: int) -> list[floa
     return times
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--devices", type=int, default=4)
-    parser.add_argument("--rounds", type=int, default=4)
-    args = parser.parse_args()
+GRAMMAR = Grammar(
+    "python benchmarks/overhead.py",
+    __doc__.splitlines()[0],
+    (
+        Key("devices", "devices training each round", "4"),
+        Key("rounds", "rounds per side (the first is warm-up)", "4"),
+    ),
+    ("python benchmarks/overhead.py", "python benchmarks/overhead.py devices=4 rounds=4"),
+)
+
+
+def run(o: dict[str, str]) -> None:
+    devices, rounds = parse_int("devices", o["devices"], 1), parse_int("rounds", o["rounds"], 2)
     with tempfile.TemporaryDirectory() as tmp:
-        fb, experiment = fedbench_rounds(args.devices, args.rounds, Path(tmp))
-        plain = plain_rounds(experiment, args.devices, args.rounds)
+        fb, experiment = fedbench_rounds(devices, rounds, Path(tmp))
+        plain = plain_rounds(experiment, devices, rounds)
     fb_med, plain_med = statistics.median(fb[1:]), statistics.median(plain[1:])
     print(
-        f"devices={args.devices} model=densenet40 samples/device/round="
+        f"devices={devices} model=densenet40 samples/device/round="
         f"{experiment.scenario.params['new_samples_per_day']} batch={experiment.train.batch_size}"
     )
     print(f"fedbench rounds (s): {', '.join(f'{t:.2f}' for t in fb)}")
@@ -108,4 +116,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(script(GRAMMAR, run))

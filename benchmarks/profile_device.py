@@ -22,12 +22,11 @@ Writes benchmarks/results/profile_device.txt (the tables) and
 benchmarks/results/profile_device_lomo.csv (one row per held-out case,
 which calibration/report.md includes). Timing figures: run on a quiet host.
 
-    python benchmarks/profile_device.py [--models lenet,dqn,...] [--batches 4,16]
+    python benchmarks/profile_device.py [models=lenet,dqn,...] [batches=4,16]
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import datetime as dt
 import math
@@ -38,6 +37,7 @@ from pathlib import Path
 
 import torch
 
+from fedbench.cli.grammar import Grammar, Key, parse_int, parse_ints, parse_words, script
 from fedbench.profiling import template
 from fedbench.profiling.bench import Case, run_bench
 from fedbench.profiling.describe import describe
@@ -128,19 +128,34 @@ def _table(title: str, rows: Sequence[tuple[str, float, float, float]]) -> list[
     return lines
 
 
+GRAMMAR = Grammar(
+    "python benchmarks/profile_device.py",
+    __doc__.splitlines()[0],
+    (
+        Key("models", "zoo models, comma-separated", ",".join(MODELS)),
+        Key("batches", "batch sizes, comma-separated", ",".join(map(str, BATCHES))),
+        Key("steps", "timed steps per case and round", "5"),
+        Key("rounds", "rounds over every case (the median is kept)", "3"),
+    ),
+    (
+        "python benchmarks/profile_device.py",
+        "python benchmarks/profile_device.py models=lenet,dqn batches=4,16",
+    ),
+)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--batches", default=",".join(map(str, BATCHES)))
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args(argv)
+    return script(GRAMMAR, run, argv)
+
+
+def run(o: dict[str, str]) -> int:
     torch.set_num_threads(1)
-    models = [m.strip() for m in args.models.split(",") if m.strip()]
-    batches = [int(b) for b in args.batches.split(",")]
+    models = parse_words("models", o["models"])
+    batches = parse_ints("batches", o["batches"], 1)
+    steps, rounds = parse_int("steps", o["steps"], 1), parse_int("rounds", o["rounds"], 1)
     cases = [Case(m, b) for m in models for b in batches]
     cases += [Case.parse(c) for c in probe_cases()]
-    timings = run_bench(cases, args.steps, warmup=2, rounds=args.rounds)
+    timings = run_bench(cases, steps, warmup=2, rounds=rounds)
     everything_timed = [Sample(str(t.case), t.workload, t.cpu_step_s) for t in timings]
     samples = [s for s in everything_timed if _model(s) in models]
     probes = [s for s in everything_timed if _model(s) not in models]

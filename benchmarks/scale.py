@@ -53,6 +53,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from fedbench.cli.grammar import Grammar, Key, parse_int, parse_ints, script
+
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results" / "scale.txt"
 OVERRIDES = [
@@ -64,15 +66,27 @@ OVERRIDES = [
     "data.partition.size=32",
     "report.progress_per_round=true",
 ]
-DEFAULTS = {
-    "sizes": "10000,100000,1000000",
-    "strategies": "random",
-    "extra": "oort,eafl,heteroaware",
-    "extra_size": "100000",
-    "rounds": "2",
-    "per_round": "100",
-    "out": str(RESULTS),
-}
+GRAMMAR = Grammar(
+    "python benchmarks/scale.py",
+    "Fleet scale, start to exit: 10,000 / 100,000 / 1,000,000 devices, 100 of them per round.",
+    (
+        Key("sizes", "fleet sizes, comma-separated", "10000,100000,1000000"),
+        Key("strategies", "strategies run at every size, comma-separated", "random"),
+        Key(
+            "extra",
+            "strategies run at extra_size only (none: no extra runs)",
+            "oort,eafl,heteroaware",
+        ),
+        Key("extra_size", "the fleet size of the extra runs", "100000"),
+        Key("rounds", "rounds per run", "2"),
+        Key("per_round", "devices per round", "100"),
+        Key("out", "the results file (-: print only)", str(RESULTS)),
+    ),
+    (
+        "python benchmarks/scale.py",
+        "python benchmarks/scale.py sizes=1000 rounds=3 out=-",
+    ),
+)
 # (devices, target start to exit s, target first round s or None, target server s or None,
 #  target peak RSS GB)
 TARGETS = {100_000: (90.0, None, None, 2.0), 1_000_000: (180.0, 60.0, 0.5, 3.0)}
@@ -250,27 +264,20 @@ def verdicts(results: list[Result]) -> list[str]:
     return out
 
 
-def parse(argv: list[str]) -> dict[str, str]:
-    args = dict(DEFAULTS)
-    for item in argv:
-        key, eq, value = item.partition("=")
-        if not eq or key not in DEFAULTS:
-            raise SystemExit(
-                f"benchmarks/scale.py: {item!r}: expected key=value with a key of "
-                f"{', '.join(DEFAULTS)}"
-            )
-        args[key] = value
-    return args
+def main(argv: list[str]) -> int:
+    return script(GRAMMAR, lambda args: measure(args, argv), argv)
 
 
-def main(argv: list[str]) -> None:
-    args = parse(argv)
-    sizes = [int(s) for s in args["sizes"].split(",") if s]
+def measure(args: dict[str, str], argv: list[str]) -> None:
+    sizes = parse_ints("sizes", args["sizes"], 1)
     plan = [(n, s) for n in sizes for s in args["strategies"].split(",") if s]
     if args["extra"] not in ("", "none"):
-        extra = int(args["extra_size"])
+        extra = parse_int("extra_size", args["extra_size"], 1)
         plan += [(extra, s) for s in args["extra"].split(",") if (extra, s) not in plan]
-    rounds, per_round = int(args["rounds"]), int(args["per_round"])
+    rounds, per_round = (
+        parse_int("rounds", args["rounds"], 1),
+        parse_int("per_round", args["per_round"], 1),
+    )
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     command = "python benchmarks/scale.py" + "".join(f" {a}" for a in argv)
     head = [
@@ -292,4 +299,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(main(sys.argv[1:]))

@@ -13,13 +13,13 @@ the bytes of its arrays (plus the plan list's pointers) / n, and the
 tracemalloc growth of building it, against the fleet's (columnar: a few numbers a group).
 
     python benchmarks/selection.py                  # 1k, 10k, 100k
-    python benchmarks/selection.py --sizes 1000 --rounds 5
+    python benchmarks/selection.py sizes=1000 rounds=5
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
+import sys
 import time
 import tracemalloc
 
@@ -28,6 +28,7 @@ import yaml
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from fedbench.cli.grammar import Grammar, Key, parse_int, parse_ints, script
 from fedbench.core.records import RoundReport
 from fedbench.experiment.fleet import Fleet, expand_fleet, fleet_index
 from fedbench.ledger import Ledger
@@ -176,23 +177,31 @@ def ledger_memory(devices: Fleet) -> tuple[float, float, float]:
     return arrays / n, grown / n, fleet_grown / n
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
-    parser.add_argument("--rounds", type=int, default=10)
-    args = parser.parse_args()
-    print(f"{PER_ROUND} devices per round, median of {args.rounds} rounds (seconds)\n")
+GRAMMAR = Grammar(
+    "python benchmarks/selection.py",
+    __doc__.splitlines()[0],
+    (
+        Key("sizes", "fleet sizes, comma-separated", "1000,10000,100000"),
+        Key("rounds", "timed rounds (the median is printed)", "10"),
+    ),
+    ("python benchmarks/selection.py", "python benchmarks/selection.py sizes=1000 rounds=5"),
+)
+
+
+def run(o: dict[str, str]) -> None:
+    sizes, rounds = parse_ints("sizes", o["sizes"], 1), parse_int("rounds", o["rounds"], 1)
+    print(f"{PER_ROUND} devices per round, median of {rounds} rounds (seconds)\n")
     print(f"{'devices':>8} {'strategy':<16} {'select':>8} {'record':>8} {'total':>8} {'picked':>6}")
     worst: dict[int, float] = {}
-    for n in args.sizes:
+    for n in sizes:
         devices = fleet(n)
         for name, strategy in strategies().items():
-            sel, rec, picked = time_strategy(strategy, devices, args.rounds)
+            sel, rec, picked = time_strategy(strategy, devices, rounds)
             worst[n] = max(worst.get(n, 0.0), sel + rec)
             print(f"{n:>8} {name:<16} {sel:8.4f} {rec:8.4f} {sel + rec:8.4f} {picked:>6}")
     print("\nledger memory per device (bytes)")
     print(f"{'devices':>8} {'arrays':>8} {'traced':>8} {'fleet specs':>12}")
-    for n in args.sizes:
+    for n in sizes:
         arrays, traced, specs = ledger_memory(fleet(n))
         print(f"{n:>8} {arrays:8.1f} {traced:8.1f} {specs:12.1f}")
     print()
@@ -202,4 +211,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(script(GRAMMAR, run))

@@ -23,7 +23,7 @@ devices of DenseNet40 (64 samples each, batch 16). Reported per contender:
 whole-run seconds, warm round seconds (median after the first round) and
 device-rounds per minute over the whole run, and fedbench's ratios.
 
-With `--accelerator cuda` (issue 23, a GPU host) the contenders train on
+With `accelerator=cuda` (issue 23, a GPU host) the contenders train on
 the GPU: fedbench with runtime.accelerator=cuda (its devices batched on the
 GPU), a bare GPU loop (one device after another), a bare CPU loop with one
 thread (the baseline of the targets), plain Flower with a GPU fraction per
@@ -31,13 +31,12 @@ client, and the pooled ceiling on the GPU; the DenseNet40 workload has 32
 devices there, and the header names the GPU and its driver.
 
     python benchmarks/throughput.py                      # both workloads
-    python benchmarks/throughput.py --workload small --rounds 4
-    python benchmarks/throughput.py --accelerator cuda   # on a GPU host (benchmarks/gpu.sh)
+    python benchmarks/throughput.py workload=small rounds=4
+    python benchmarks/throughput.py accelerator=cuda     # on a GPU host (benchmarks/gpu.sh)
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -51,6 +50,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from fedbench.data.source import Tensors
+
+from fedbench.cli.grammar import Grammar, Key, parse_int, parse_words, script
 
 WORKLOADS: dict[str, dict[str, object]] = {
     # 100 devices per round of the small CNN (its default width 16), 32 samples each.
@@ -140,7 +141,7 @@ def contender(
     start = time.perf_counter()
     config = json.dumps(overrides(w, rounds))
     proc = subprocess.run(
-        [sys.executable, __file__, "--as", kind, "--config", config, "--device", device],
+        [sys.executable, __file__, f"as={kind}", f"config={config}", f"device={device}"],
         check=True,
         capture_output=True,
         text=True,
@@ -356,51 +357,43 @@ def gpu_header() -> str:
     return f"GPU: {gpu} | torch {torch.__version__}, CUDA {torch.version.cuda}"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workload", choices=[*WORKLOADS, "all"], default="all")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument(
-        "--accelerator",
-        choices=["cpu", "cuda"],
-        default="cpu",
-        help="cuda: the GPU contenders of issue 23 (on a GPU host)",
-    )
-    parser.add_argument("--as", dest="role", choices=list(CONTENDERS), help=argparse.SUPPRESS)
-    parser.add_argument("--config", help=argparse.SUPPRESS)
-    parser.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.role:  # a contender's own process: print its round times as JSON
-        print(json.dumps(CONTENDERS[args.role](json.loads(args.config), args.device)))
+def run(o: dict[str, str]) -> None:
+    rounds = parse_int("rounds", o["rounds"], 1)
+    if o["as"]:  # a contender's own process: print its round times as JSON
+        role = parse_words("as", o["as"], list(CONTENDERS))[0]
+        device = parse_words("device", o["device"], ["cpu", "cuda"])[0]
+        print(json.dumps(CONTENDERS[role](json.loads(o["config"]), device)))
         return
-    if args.accelerator == "cuda":
+    accelerator = parse_words("accelerator", o["accelerator"], ["cpu", "cuda"])[0]
+    if accelerator == "cuda":
         print(gpu_header(), f"| {os.cpu_count()} CPU cores", flush=True)
-    table = GPU_WORKLOADS if args.accelerator == "cuda" else WORKLOADS
-    names = list(table) if args.workload == "all" else [args.workload]
+    table = GPU_WORKLOADS if accelerator == "cuda" else WORKLOADS
+    workload = parse_words("workload", o["workload"], [*table, "all"])[0]
+    names = list(table) if workload == "all" else [workload]
     for name in names:
         w = table[name]
         with tempfile.TemporaryDirectory() as tmp:
-            if args.accelerator == "cuda":
-                timings = _gpu_contenders(w, args.rounds, Path(tmp))
+            if accelerator == "cuda":
+                timings = _gpu_contenders(w, rounds, Path(tmp))
             else:
                 timings = [
-                    fedbench_run(w, args.rounds, Path(tmp), "cpu"),
-                    contender("bare", w, args.rounds),
-                    contender("flower", w, args.rounds),
-                    contender("pooled", w, args.rounds),
+                    fedbench_run(w, rounds, Path(tmp), "cpu"),
+                    contender("bare", w, rounds),
+                    contender("flower", w, rounds),
+                    contender("pooled", w, rounds),
                 ]
         devices = int(w["devices"])  # type: ignore[call-overload]
         print(
             f"\n{name}: {devices} x {w['model']}, {w['samples']} samples, batch {w['batch']}, "
-            f"{args.rounds} rounds, on {args.accelerator}"
+            f"{rounds} rounds, on {accelerator}"
         )
         for t in timings:
-            rounds = ", ".join(f"{s:.2f}" for s in t.rounds_s)
+            times = ", ".join(f"{s:.2f}" for s in t.rounds_s)
             print(
                 f"  {t.name:9} whole run {t.wall_s:7.1f} s | warm round {t.warm_s:6.2f} s | "
-                f"{t.per_minute(devices):9.1f} device-rounds/min | rounds: {rounds}"
+                f"{t.per_minute(devices):9.1f} device-rounds/min | rounds: {times}"
             )
-        if args.accelerator == "cuda":
+        if accelerator == "cuda":
             _gpu_ratios(name, timings)
         else:
             _cpu_ratios(name, timings, devices)
@@ -458,5 +451,24 @@ def _cpu_ratios(name: str, timings: list[Timing], devices: int) -> None:
 CONTENDERS = {"bare": bare, "bare1": bare1, "flower": flower, "pooled": pooled}
 
 
+GRAMMAR = Grammar(
+    "python benchmarks/throughput.py",
+    __doc__.splitlines()[0],
+    (
+        Key("workload", "one of " + ", ".join([*WORKLOADS, "all"]), "all"),
+        Key("rounds", "rounds per contender", "5"),
+        Key("accelerator", "cpu, or cuda: the GPU contenders of issue 23 (on a GPU host)", "cpu"),
+        Key("as", "internal: run one contender (" + ", ".join(CONTENDERS) + ") in this process"),
+        Key("config", "internal: the contender's overrides, as JSON"),
+        Key("device", "internal: the torch device a contender trains on", "cpu"),
+    ),
+    (
+        "python benchmarks/throughput.py",
+        "python benchmarks/throughput.py workload=small rounds=4",
+        "python benchmarks/throughput.py accelerator=cuda",
+    ),
+)
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(script(GRAMMAR, run))

@@ -1,7 +1,8 @@
 """One command grammar for fedbench's tools: Hydra-style `key=value` overrides.
 
 `python -m fedbench` is a Hydra app; the other entry points (bench,
-characterize, analyze, device, profile_device) are not - they take no config
+characterize, analyze, device, profile_device, and the scripts under
+benchmarks/, through `script`) are not - they take no config
 groups and write no `.hydra/` folder - but they read their arguments the same
 way: `key=value` with dotted keys where a key has parts
 (`target.study_daily=0.9`), `--help`/`-h` listing every key with its default
@@ -98,8 +99,9 @@ class Grammar:
 
     @property
     def name(self) -> str:
-        """`python -m fedbench.bench` -> `fedbench.bench` (the prefix of error lines)."""
-        return self.prog.removeprefix("python -m ")
+        """`python -m fedbench.bench` -> `fedbench.bench`, `python benchmarks/caps.py` ->
+        `benchmarks/caps.py` (the prefix of error lines)."""
+        return self.prog.removeprefix("python -m ").removeprefix("python ")
 
     def key(self, name: str) -> Key | None:
         return next((k for k in self.keys if k.matches(name)), None)
@@ -118,6 +120,11 @@ class Grammar:
                     f"(all keys: {self.prog} --help)"
                 )
         return Args(values, positional)
+
+    def options(self, argv: Sequence[str]) -> dict[str, str]:
+        """Every key's value: what `argv` gives, else the key's default ("" for none)."""
+        given = self.parse(argv).values
+        return {k.name: k.default or "" for k in self.keys} | given
 
     def _split(self, items: list[str], strict: bool) -> tuple[dict[str, str], tuple[str, ...]]:
         values: dict[str, str] = {}
@@ -199,6 +206,21 @@ class Grammar:
         return 0
 
 
+def script(
+    grammar: Grammar, body: Callable[[dict[str, str]], object], argv: Sequence[str] | None = None
+) -> int:
+    """A script's command line (the benchmarks): `body` gets every key's value (`options`).
+
+    `help`, `--help` or `-h` prints the keys with their defaults; a user
+    mistake - an unknown key (named, with the valid ones), a bad value - is
+    one line and exit code 2 (Grammar.main).
+    """
+    items = [
+        "--help" if item == "help" else item for item in (sys.argv[1:] if argv is None else argv)
+    ]
+    return grammar.main(lambda given: body(grammar.options(given)), items)
+
+
 def _row(name: str, default: str, text: str) -> str:
     head = f"  {name:<20} {default:<14}"
     if len(head) > 37:  # a long key or default: the text on the next line
@@ -253,6 +275,27 @@ def parse_int(key: str, raw: str, minimum: int = 0) -> int:
     if value < minimum:
         raise FedbenchError(f"{key}={raw!r}: expected an integer >= {minimum}")
     return value
+
+
+def parse_ints(key: str, raw: str, minimum: int = 0) -> list[int]:
+    """A comma list of integers (`sizes=1000,10000`), each at least `minimum`."""
+    items = [item for item in raw.split(",") if item.strip()]
+    if not items:
+        raise FedbenchError(f"{key}={raw!r}: expected a comma list of integers >= {minimum}")
+    return [parse_int(key, item.strip(), minimum) for item in items]
+
+
+def parse_words(key: str, raw: str, valid: Sequence[str] | None = None) -> list[str]:
+    """A comma list of names (`models=lenet,dqn`), each one of `valid` where given."""
+    words = [w.strip() for w in raw.split(",") if w.strip()]
+    if not words:
+        raise FedbenchError(f"{key}={raw!r}: expected a comma list of names")
+    for word in words:
+        if valid is not None and word not in valid:
+            raise FedbenchError(
+                f"{key}={raw!r}: unknown {word!r}{closest(word, valid)}; valid: {choices(valid)}"
+            )
+    return words
 
 
 def parse_float(key: str, raw: str, low: float | None = None, high: float | None = None) -> float:

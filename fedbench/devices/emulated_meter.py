@@ -35,13 +35,20 @@ from fedbench.devices.network import comm_time_s
 from fedbench.devices.profile import DeviceProfile, initial_state
 from fedbench.devices.step import step_cost
 from fedbench.devices.thermal import cool
-from fedbench.devices.variation import vary
+from fedbench.devices.variation import comm_energy_j, varied_profile
 from fedbench.measure.live import LiveRecorder
 from fedbench.measure.workload import measure_workload
 
 
 class EmulatedMeter(Meter):
     kind = "emulated"
+    # The profile's own unit: its nominal throughput, and no radio model (the
+    # profile's network costs time only). A population device overrides both.
+    speed = 1.0
+
+    def radio_j(self, model_bytes: int) -> float:
+        """The radio's energy for the round's transfers, drawn from the battery with training."""
+        return 0.0
 
     def __init__(
         self, profile: DeviceProfile, knobs: Knobs, optimizer: str = "sgd_momentum"
@@ -63,9 +70,7 @@ class EmulatedMeter(Meter):
 
     def predict(self, model: nn.Module, job: TrainJob) -> Cost:
         """The job's emulated cost under its plan, from the device's state at its start."""
-        return self.emulate(model, job).to_cost(
-            comm_time_s(self.profile, job.model_bytes), job.plan_label
-        )
+        return self.cost_of(self.emulate(model, job), job, job.plan_label)
 
     def caps(self, now_s: float | None = None) -> Caps:
         """The cores it trains on (its framework's threads, or fleet.knobs.cores) and its
@@ -107,7 +112,7 @@ class EmulatedMeter(Meter):
             return None
 
         def advance(runs: list[Run], state: DeviceState) -> DeviceState:
-            ran = emulate(self.profile, self._costed(model, job, runs), state, self.knobs)
+            ran = self.run(self.profile, self._costed(model, job, runs), state, job.model_bytes)
             return ran.state if ran.status == "ok" else state
 
         return RoundClock(self.profile, job, self.start_state(job), advance)
@@ -140,6 +145,7 @@ class EmulatedMeter(Meter):
             framework,
             self.knobs.background,
             self.knobs.device,
+            self.speed,
         ).seconds
 
     def start_state(self, job: TrainJob) -> DeviceState:
@@ -179,12 +185,33 @@ class EmulatedMeter(Meter):
 
     def emulate(self, model: nn.Module, job: TrainJob, budget_mb: float | None = None) -> Emulation:
         budget = self.budget_mb(job) if budget_mb is None else budget_mb
-        return emulate(
+        return self.run(
             with_budget(self.profile, budget),
             self.workloads(model, job),
             self.start_state(job),
-            self.knobs,
+            job.model_bytes,
         )
+
+    def run(
+        self,
+        profile: DeviceProfile,
+        workloads: list[tuple[Workload, int]],
+        state: DeviceState,
+        model_bytes: int,
+    ) -> Emulation:
+        """The emulator on this unit: its speed, and its radio drawing on its battery."""
+        return emulate(
+            profile,
+            workloads,
+            state,
+            self.knobs,
+            speed=self.speed,
+            radio_j=self.radio_j(model_bytes),
+        )
+
+    def cost_of(self, emulation: Emulation, job: TrainJob | WatchJob, plan: str) -> Cost:
+        """The emulation as the round's Cost, with the model's transfers over the link."""
+        return emulation.to_cost(comm_time_s(self.profile, job.model_bytes), plan)
 
     def watch(self, job: WatchJob) -> EmulatedWatch:
         """Cost whatever the surrounded call trains: its aten ops, emulated on the profile."""
@@ -194,17 +221,18 @@ class EmulatedMeter(Meter):
         self, model: nn.Module, job: TrainJob, train: Callable[[], float]
     ) -> tuple[float | None, Cost]:
         emulation = self.emulate(model, job)
-        comm = comm_time_s(self.profile, job.model_bytes)
         if emulation.status != "ok":
-            return None, emulation.to_cost(comm, job.plan_label)
+            return None, self.cost_of(emulation, job, job.plan_label)
         loss = train()
         log = job.plan_log
         if log is None or not log.runs:
-            return loss, emulation.to_cost(comm, job.plan_label)
+            return loss, self.cost_of(emulation, job, job.plan_label)
         # The loop re-planned: cost the steps it ran, each with its plan; every
         # plan fitted the budget of its steps, the largest of which is reported.
         emulation = self.emulate(model, job, max([self.budget_mb(job), *log.budgets_mb]))
-        cost = emulation.to_cost(comm, job.plan_label)
+        cost = self.cost_of(emulation, job, job.plan_label)
+        if cost.status != "ok":  # the steps it ran cost more than the battery held
+            return None, cost
         cost.extra["plan_switches"] = float(len(log.runs) - 1)
         cost.extra["mem_budget_min_mb"] = min([self.budget_mb(job), *log.budgets_mb])
         if log.stopped:
@@ -241,48 +269,31 @@ class EmulatedWatch(Watch):
             TrainJob(job.model_name, (), (), job.model_bytes, job.now_s, job.state)
         )
         profile = with_budget(meter.profile, budget_at(meter.profile, job.now_s))
-        emulation = emulate(profile, [(workload, steps)], state, meter.knobs)
-        return emulation.to_cost(comm_time_s(meter.profile, job.model_bytes), f"app:{steps}steps")
+        emulation = meter.run(profile, [(workload, steps)], state, job.model_bytes)
+        return meter.cost_of(emulation, job, f"app:{steps}steps")
 
 
 class VariedMeter(EmulatedMeter):
-    """An EmulatedMeter whose costs are one population device's (fedbench.devices.variation)."""
+    """An EmulatedMeter for one population device: the emulator runs on its own unit.
+
+    Its profile carries the device's own link and battery capacity, its steps
+    run at the device's speed, and its radio (LTE or Wi-Fi power model) draws
+    on the same battery as training (fedbench.devices.variation). Every Cost
+    it makes - predict, measure, watch - is that one emulation's.
+    """
 
     def __init__(self, meter: EmulatedMeter, traits: Traits) -> None:
-        super().__init__(meter.profile, meter.knobs, meter.optimizer)
+        super().__init__(varied_profile(meter.profile, traits), meter.knobs, meter.optimizer)
         self.traits = traits
+        self.speed = traits.speed
 
-    def _start_pct(self, state_pct: float | None) -> float:
-        if not self.traits.has_battery:
-            return math.nan
-        return 100.0 if state_pct is None else state_pct  # as profile.initial_state
+    def radio_j(self, model_bytes: int) -> float:
+        return comm_energy_j(self.traits, model_bytes)
 
-    def _varied(self, cost: Cost, job: TrainJob | WatchJob) -> Cost:
-        start = self._start_pct(job.state.battery_pct if job.state else None)
-        return vary(cost, self.traits, job.now_s, start, job.model_bytes)
-
-    def predict(self, model: nn.Module, job: TrainJob) -> Cost:
-        return self._varied(super().predict(model, job), job)
-
-    def measure(self, model: nn.Module, job: TrainJob, train: object) -> tuple[float | None, Cost]:
-        loss, cost = super().measure(model, job, train)  # type: ignore[arg-type]
-        cost = self._varied(cost, job)
-        return (loss if cost.status == "ok" else None), cost
-
-    def watch(self, job: WatchJob) -> Watch:  # type: ignore[override]
-        return _VariedWatch(super().watch(job), self, job)
-
-
-class _VariedWatch(Watch):
-    def __init__(self, inner: Watch, meter: VariedMeter, job: WatchJob) -> None:
-        self.inner, self.meter, self.job = inner, meter, job
-
-    def __enter__(self) -> _VariedWatch:
-        self.inner.__enter__()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.inner.__exit__(*exc)
-
-    def cost(self) -> Cost:
-        return self.meter._varied(self.inner.cost(), self.job)
+    def cost_of(self, emulation: Emulation, job: TrainJob | WatchJob, plan: str) -> Cost:
+        cost = super().cost_of(emulation, job, plan)
+        state = job.state or initial_state(self.profile, job.now_s)
+        start = state.battery_pct if self.traits.has_battery else math.nan
+        cost.extra["comm_energy_j"] = self.radio_j(job.model_bytes)
+        cost.extra["battery_pct_start"] = start
+        return cost

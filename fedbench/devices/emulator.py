@@ -12,6 +12,12 @@ integrates the steps through the thermal model (step costs from
 `fedbench.devices.step` at each throttle level's clocks, on the CPU or,
 with `knobs.device=gpu`, the profile's GPU) and drains the battery by the
 energy used.
+
+A population device is emulated as itself, not scaled afterwards: its
+profile carries its own link and battery (fedbench.devices.variation.
+varied_profile), `speed` stretches its steps before the thermal model
+sees them (fedbench.devices.step.slowed), and `radio_j` - its radio's
+energy for the round's transfers - drains the same battery as training.
 """
 
 from __future__ import annotations
@@ -121,8 +127,11 @@ def emulate(
     state: DeviceState,
     knobs: Knobs,
     consts: Constants | None = None,
+    speed: float = 1.0,
+    radio_j: float = 0.0,
 ) -> Emulation:
-    """Cost `count` steps of each workload, in order, starting from `state`."""
+    """Cost `count` steps of each workload, in order, starting from `state`, on a unit
+    `speed` x the profile's throughput whose radio spends `radio_j` on the round."""
     consts = consts or load_constants()
     framework = framework_of(profile, knobs, consts)
     place(profile, knobs, consts, None)  # bad knobs fail here, before any work
@@ -166,7 +175,7 @@ def emulate(
     total_s = freq_s = throttled_s = busy_s = gpu_s = 0.0
     temp = state.temp_c
     for w, count in workloads:
-        at = _LevelCosts(profile, w, knobs, consts, framework)
+        at = _LevelCosts(profile, w, knobs, consts, framework, speed)
         segments = integrate(profile, temp, float(count), at.thermal)
         for seg in segments:
             cost = at(seg.level)
@@ -185,14 +194,15 @@ def emulate(
     battery = state.battery_pct
     capacity = profile.battery.capacity_wh
     if capacity is not None:
-        battery = state.battery_pct - 100.0 * energy_j / (capacity * 3600.0)
+        drawn = energy_j + radio_j
+        battery = state.battery_pct - 100.0 * drawn / (capacity * 3600.0)
         if battery < 0.0:
             return _not_run(
                 profile,
                 state,
                 steps,
                 "dropped",
-                f"battery at {state.battery_pct:.1f}% cannot supply {energy_j:.0f} J",
+                f"battery at {state.battery_pct:.1f}% cannot supply {drawn:.0f} J",
                 memory,
                 budget,
                 rss,
@@ -254,15 +264,16 @@ class _LevelCosts:
     """Step cost of one workload at each throttle level, computed once per level."""
 
     def __init__(
-        self, profile: DeviceProfile, w: Workload, knobs: Knobs, consts: Constants, framework: str
+        self,
+        profile: DeviceProfile,
+        w: Workload,
+        knobs: Knobs,
+        consts: Constants,
+        framework: str,
+        speed: float,
     ) -> None:
-        self.profile, self.w, self.knobs, self.consts, self.framework = (
-            profile,
-            w,
-            knobs,
-            consts,
-            framework,
-        )
+        self.profile, self.w, self.knobs, self.consts = profile, w, knobs, consts
+        self.framework, self.speed = framework, speed
         self.cache: dict[int, StepCost] = {}
 
     def __call__(self, level: int) -> StepCost:
@@ -276,6 +287,7 @@ class _LevelCosts:
                 self.framework,
                 self.knobs.background,
                 self.knobs.device,
+                self.speed,
             )
         return self.cache[level]
 

@@ -9,6 +9,13 @@ excess is paged out and back in every step. Background priority stretches
 every term by 1 / background_share (the OS gives the process that share of
 the CPU).
 
+A population device (fedbench.population) runs the profile's step at its
+drawn `speed` (a slower unit of the same model: silicon bin, cooling, a
+process in the background): every time term stretches by 1 / speed at the
+profile's power, so every energy term stretches with it. The emulator
+integrates these longer steps through the thermal model, so a slow unit
+heats for longer and may cross a trip a nominal one never reaches.
+
 Energy is idle power over the whole step, CPU power over each phase (all
 training threads busy in the parallel calls, one core in serial work),
 GPU busy power while its kernels run, and DRAM energy per byte that misses
@@ -20,7 +27,7 @@ shared activity factors fitted to measured whole-device power
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -127,10 +134,12 @@ def step_cost(
     framework: str,
     background: bool,
     processor: str = "cpu",
+    speed: float = 1.0,
 ) -> StepCost:
-    """One step of `workload` with the training threads placed as `active`."""
+    """One step of `workload` with the training threads placed as `active`, on a unit
+    running at `speed` x the profile's throughput (module docstring)."""
     if processor == "gpu":
-        return _gpu_step(profile, workload, active, consts, framework, background)
+        return slowed(_gpu_step(profile, workload, active, consts, framework, background), speed)
     fw = consts.framework(framework)
     table = CallTable.of(workload)
     rig = cpu_rig(profile, active, consts)
@@ -170,13 +179,28 @@ def step_cost(
     foreground = parallel_s + serial_s
     busy = (float(threads) * parallel_s + serial_s) / foreground * share if foreground else 0.0
     freq = sum(a.freq_ghz * a.threads for a in active) / float(threads)
-    return StepCost(
+    cost = StepCost(
         seconds=seconds,
         time_s={k: v / share for k, v in times.items()},
         energy_j=energy,
         freq_ghz=freq,
         busy_cores=busy,
         dram_gb=dram / GB,
+    )
+    return slowed(cost, speed)
+
+
+def slowed(cost: StepCost, speed: float) -> StepCost:
+    """The step on a unit `speed` x as fast: the same work over 1 / speed the time, at the
+    same power (clock, busy cores and DRAM traffic are the step's own)."""
+    if speed == 1.0:
+        return cost
+    return replace(
+        cost,
+        seconds=cost.seconds / speed,
+        time_s={k: v / speed for k, v in cost.time_s.items()},
+        energy_j={k: v / speed for k, v in cost.energy_j.items()},
+        gpu_busy_s=cost.gpu_busy_s / speed,
     )
 
 

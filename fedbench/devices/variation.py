@@ -1,35 +1,48 @@
-"""One population device's cost: its profile's emulation, made its own.
+"""One population device as its own unit of its profile: the emulator's inputs, varied.
 
-The emulator costs the round on the device's profile; an emulated meter's
-`varied(traits)` (fedbench.devices.emulated_meter.VariedMeter) then applies
-what the population drew for this device (fedbench.core.device.Traits,
-drawn by fedbench.population), with these functions, where the emulator's
-Cost comes out:
+What the population drew for a device (fedbench.core.device.Traits, drawn
+by fedbench.population) enters the cost model, not its result: an emulated
+meter's `varied(traits)` (fedbench.devices.emulated_meter.VariedMeter)
+emulates the round once, with
 
-- compute: latency / speed. A slower unit of the same model (silicon bin,
-  cooling, a training process in the background) runs the same work longer
-  at the profile's power, so energy scales with the time: energy / speed;
-- communication: the model down and up over the device's own link (this
-  round's jittered bandwidth and RTT), and the radio's energy for it with
-  the power model of Huang et al., "A Close Examination of Performance and
-  Power Characteristics of 4G LTE Networks" (MobiSys 2012; its LTE and
-  Wi-Fi power-model parameters):
+- compute: the profile's steps at the device's `speed`
+  (fedbench.devices.step.slowed): a slower unit of the same model (silicon
+  bin, cooling, a training process in the background) runs the same work
+  longer at the profile's power. The thermal model integrates the longer
+  busy time, so a slow unit heats further, may cross a trip a nominal one
+  never reaches and then runs throttled (clock, time and energy of the
+  capped DVFS step); the memory-pressure clock sees its later steps;
+- communication: `varied_profile` gives the profile the device's own link
+  (this round's jittered bandwidth and RTT), and the radio's energy for the
+  model down and up with the power model of Huang et al., "A Close
+  Examination of Performance and Power Characteristics of 4G LTE Networks"
+  (MobiSys 2012; its LTE and Wi-Fi power-model parameters):
   P = alpha_u * up_mbps + alpha_d * down_mbps + beta while transferring;
-- battery: the level the round starts at (the server's, carried in the
-  task) less the training and radio energy over the device's own capacity.
-  A battery that cannot supply the round drops the device (status dropped).
+- battery: `varied_profile` gives the profile the device's own capacity
+  (none: a board on mains); the emulator drains it from the level the
+  round starts at (the server's, carried in the task) by the training and
+  radio energy, and drops the device (status dropped, nothing trained)
+  where it cannot supply them.
+
+The server (fedbench.server.fleet_view) predicts a 100,000-device population
+from one emulation per profile, spread over the devices by speed and their
+own links (`link_s`, vectorised). That spread is exact while the slowed
+round stays below the profile's first thermal trip (time and energy are
+then linear in 1 / speed); a unit slow enough to cross a trip the nominal
+round does not runs throttled, which the spread leaves out.
+tests/population/test_varied_physics.py measures that gap on the default
+phone population.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import TypeVar
 
 import numpy as np
 
 from fedbench.core.device import Traits
-from fedbench.core.meter import Cost
+from fedbench.devices.profile import Battery, DeviceProfile, Network
 
 Link = TypeVar("Link", float, np.ndarray)
 
@@ -84,40 +97,8 @@ def radio_energy_j(
     return mw / 1e3
 
 
-def vary(cost: Cost, traits: Traits, job_now_s: float, start_pct: float, model_bytes: int) -> Cost:
-    """The profile's cost as this device's (module docstring)."""
-    comm = comm_s(traits, model_bytes)
-    radio = comm_energy_j(traits, model_bytes)
-    extra = {**cost.extra, "comm_energy_j": radio, "battery_pct_start": start_pct}
-    if cost.status != "ok":
-        return dataclasses.replace(cost, comm_s=comm, extra=extra)
-    latency = cost.latency_s / traits.speed
-    energy = cost.energy_j / traits.speed
-    battery = cost.battery_pct
-    if traits.has_battery and not math.isnan(start_pct):
-        battery = start_pct - 100.0 * (energy + radio) / (traits.capacity_wh * 3600.0)
-        if battery < 0.0:
-            return dataclasses.replace(
-                cost,
-                status="dropped",
-                reason=f"battery at {start_pct:.1f}% cannot supply {energy + radio:.0f} J",
-                latency_s=math.nan,
-                energy_j=math.nan,
-                avg_power_w=math.nan,
-                battery_pct=start_pct,
-                comm_s=comm,
-                state_after=None,
-                extra=extra,
-            )
-    state = cost.state_after
-    if state is not None:
-        state = dataclasses.replace(state, battery_pct=battery, time_s=job_now_s + latency)
-    return dataclasses.replace(
-        cost,
-        latency_s=latency,
-        energy_j=energy,
-        comm_s=comm,
-        battery_pct=battery,
-        state_after=state,
-        extra=extra,
-    )
+def varied_profile(profile: DeviceProfile, traits: Traits) -> DeviceProfile:
+    """The profile as this device: its own link this round and its own battery capacity."""
+    network = Network(up_mbps=traits.up_mbps, down_mbps=traits.down_mbps, rtt_ms=traits.rtt_ms)
+    battery = Battery(traits.capacity_wh if traits.has_battery else None)
+    return dataclasses.replace(profile, network=network, battery=battery)

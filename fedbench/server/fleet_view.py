@@ -11,7 +11,9 @@ predictions stay NaN and they are always available.
 
 With `fleet.population` every device is its own draw (fedbench.population):
 a profile's prediction is spread over its devices by their speed and their
-own links (fedbench.devices.variation, vectorised), availability is their
+own links (fedbench.devices.variation, vectorised: exact while a device's
+slowed round stays under its profile's first thermal trip, where its own
+meter would throttle it; see that module), availability is their
 own windows, and the view keeps every battery on the virtual clock (idle
 drain, charging) and takes devices below the floor out of the pick.
 """

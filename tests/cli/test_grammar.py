@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fedbench.cli.grammar import Grammar, Key
+from fedbench.cli.grammar import Grammar, Key, parse_ints, parse_words, script
 from fedbench.errors import FedbenchError
 
 G = Grammar(
@@ -97,3 +97,37 @@ def test_main_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().err == (
         "fedbench.tool: error: steps=0: expected a positive integer\n"
     )
+
+
+BENCH = Grammar(
+    prog="python benchmarks/tool.py",
+    summary="A benchmark.",
+    keys=(Key("sizes", "fleet sizes", "1000,10000"), Key("models", "models", "lenet")),
+    examples=("python benchmarks/tool.py sizes=10",),
+)
+
+
+def test_a_benchmark_script_reads_key_value_with_defaults_and_refuses_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    got: list[dict[str, str]] = []
+    assert script(BENCH, got.append, ["sizes=10,20"]) == 0
+    assert got == [{"sizes": "10,20", "models": "lenet"}]
+    assert parse_ints("sizes", got[0]["sizes"], 1) == [10, 20]
+    for argv in (["help"], ["--help"]):
+        assert script(BENCH, got.append, argv) == 0
+        out = capsys.readouterr().out
+        assert "usage: python benchmarks/tool.py key=value" in out and "1000,10000" in out
+    assert len(got) == 1  # help runs nothing
+    assert script(BENCH, got.append, ["size=10"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("benchmarks/tool.py: error: unknown key 'size'") and "\n" not in err
+    assert "(did you mean 'sizes'?); valid: models, sizes" in err
+
+    def bad(o: dict[str, str]) -> None:
+        parse_words("models", o["models"], ["lenet", "dqn"])
+
+    assert script(BENCH, bad, ["models=lenet,vgg"]) == 2
+    assert "models='lenet,vgg': unknown 'vgg'; valid: dqn, lenet" in capsys.readouterr().err
+    with pytest.raises(FedbenchError, match="expected an integer >= 1"):
+        parse_ints("sizes", "10,x", 1)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
+import dataclasses
 
 import numpy as np
 import pytest
 
-from fedbench.core.device import DeviceState, Traits
-from fedbench.core.meter import Cost
-from fedbench.population.meter import comm_energy_j, comm_s, vary
+from fedbench.core.device import Traits
+from fedbench.population.meter import comm_energy_j, comm_s
 from fedbench.population.windows import DAY_S, Cursor, Windows, advance, charging_seconds
 
 H = 3600.0
@@ -71,29 +70,15 @@ TRAITS = Traits(
 )
 
 
-def test_the_device_draw_scales_the_profiles_cost_and_drains_its_battery() -> None:
-    state = DeviceState(30.0, 99.0, 100.0 + 60.0)
-    cost = Cost(latency_s=60.0, energy_j=120.0, comm_s=1.0, battery_pct=99.0, state_after=state)
+def test_the_radio_energy_follows_huangs_lte_power_model() -> None:
     model_bytes = 1_000_000
-    got = vary(cost, TRAITS, 100.0, 80.0, model_bytes)
-    assert got.latency_s == 120.0 and got.energy_j == 240.0  # half the speed: twice the time
     radio = comm_energy_j(TRAITS, model_bytes)
     # LTE: (beta + alpha_d x 20) x 0.4 s + (beta + alpha_u x 5) x 1.6 s + beta x 0.08 s
     want = ((1288.04 + 51.97 * 20) * 0.4 + (1288.04 + 438.39 * 5) * 1.6 + 1288.04 * 0.08) / 1e3
     assert radio == pytest.approx(want)
-    assert got.comm_s == pytest.approx(comm_s(TRAITS, model_bytes)) == pytest.approx(2.08)
-    assert got.battery_pct == pytest.approx(80.0 - 100 * (240.0 + radio) / 36_000)
-    assert got.state_after is not None
-    assert got.state_after.battery_pct == got.battery_pct
-    assert got.state_after.time_s == 100.0 + 120.0
-    assert got.extra["battery_pct_start"] == 80.0 and got.extra["comm_energy_j"] == radio
-
-
-def test_a_battery_that_cannot_supply_the_round_drops_the_device() -> None:
-    cost = Cost(latency_s=600.0, energy_j=3000.0, battery_pct=1.0)
-    got = vary(cost, TRAITS, 0.0, 1.0, 1000)
-    assert got.status == "dropped" and "battery at 1.0% cannot supply" in got.reason
-    assert math.isnan(got.energy_j) and got.battery_pct == 1.0
+    assert comm_s(TRAITS, model_bytes) == pytest.approx(2.08)
+    wifi = dataclasses.replace(TRAITS, cellular=False)
+    assert comm_energy_j(wifi, model_bytes) < radio  # Wi-Fi's base power is a tenth of LTE's
 
 
 def _drawn(n: int, seed: int) -> Windows:

@@ -2,10 +2,10 @@
 charging, and some devices are unavailable for low battery; battery-aware strategies act.
 
 The rounds go through the server's own pieces - FleetView.update_availability
-(the AvailabilityHook), the device's meter draw (population.meter.vary, as
-the VariedMeter applies it) and Ledger.set_state (the LedgerHook) - with a
-heavy model's round cost (15 min of training at 2.5 W), so ten days take a
-fraction of a second instead of a Flower run.
+(the AvailabilityHook), each picked device's own meter (its profile's meter,
+`varied` by its draw: the emulator on its speed, link and battery) and
+Ledger.set_state (the LedgerHook) - with a long round (~15 min of lenet
+steps on a nominal phone), so ten days take seconds instead of a Flower run.
 """
 
 from __future__ import annotations
@@ -14,11 +14,10 @@ import numpy as np
 import pytest
 
 from fedbench.core.device import DeviceState
-from fedbench.core.meter import Cost
+from fedbench.core.meter import TrainJob
 from fedbench.experiment.fleet import expand_fleet
 from fedbench.ledger import Ledger
 from fedbench.models import build_model
-from fedbench.population.meter import vary
 from fedbench.scenarios.daily import DailyScenario
 from fedbench.server.fleet_view import FleetView
 from strategies.eafl import EAFL
@@ -27,7 +26,8 @@ from tests.bad_inputs import _typed
 
 H = 3600.0
 DAY = 24 * H
-TRAIN_S, TRAIN_W = 900.0, 2.5  # a DenseNet-sized round on a phone
+STEPS = 40_000  # of lenet at batch 32: ~15 min on a nominal phone, a DenseNet-sized round
+MODEL, _ = build_model("lenet")
 
 
 def _fleet(n: int) -> tuple[FleetView, Ledger]:
@@ -47,14 +47,11 @@ def _train(view: FleetView, ledger: Ledger, server_round: int, now_s: float, pic
         traits = view.traits(server_round, int(i))
         assert traits is not None
         start = float(ledger.battery_pct[i])
-        state = DeviceState(30.0, start, now_s + TRAIN_S * traits.speed)
-        profile_cost = Cost(
-            latency_s=TRAIN_S * traits.speed,  # the profile's time for this device's work
-            energy_j=TRAIN_S * traits.speed * TRAIN_W,
-            battery_pct=start,
-            state_after=state,
-        )
-        cost = vary(profile_cost, traits, now_s, start, 4_000_000)
+        meter = view.meters[view.names[view.code[i]]].varied(traits)
+        state = DeviceState(30.0, start, now_s)
+        job = TrainJob("lenet", (1, 28, 28), (32,) * STEPS, 4_000_000, now_s, state)
+        cost = meter.predict(MODEL, job)
+        assert cost is not None
         if cost.state_after is not None:
             ledger.set_state(int(i), cost.state_after)
         before.append(start)
