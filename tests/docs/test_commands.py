@@ -21,9 +21,11 @@ The quick start is also run as a user would, in a subprocess of its own.
 
 from __future__ import annotations
 
+import atexit
 import os
 import py_compile
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -180,6 +182,8 @@ def _sweep_jobs(args: list[str]) -> list[list[str]]:
 def _scratch() -> Path:
     """A folder whose top level links to the repository's: relative paths resolve."""
     cwd = Path(tempfile.mkdtemp(prefix="fedbench-docs-"))
+    # rmtree unlinks the links, never what they point to.
+    atexit.register(shutil.rmtree, cwd, ignore_errors=True)
     for entry in ROOT.iterdir():
         if entry.name not in ("outputs", "multirun", ".git"):
             (cwd / entry.name).symlink_to(entry)
