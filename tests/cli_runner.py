@@ -52,15 +52,19 @@ class Result:
     code: int
     stdout: str
     stderr: str
+    wall_s: float = 0.0  # the command's own time, fork to exit
 
 
-def run_commands(commands: list[Command], timeout_s: float = 120.0) -> list[Result]:
-    """Each command's exit code and output (see the module docstring)."""
+def run_commands(
+    commands: list[Command], timeout_s: float = 120.0, preload: tuple[str, ...] = ()
+) -> list[Result]:
+    """Each command's exit code and output (see the module docstring); `preload` names more
+    modules for the parent to import before it forks (what the commands all import)."""
     jobs = [
         {"module": c.module, "args": list(c.args), "cwd": c.cwd, "env": dict(c.env)}
         for c in commands
     ]
-    request = json.dumps([*jobs, {"timeout_s": timeout_s}])
+    request = json.dumps([*jobs, {"timeout_s": timeout_s, "preload": list(preload)}])
     env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
     total = timeout_s * len(commands) + 120
     proc = subprocess.run(
@@ -75,7 +79,7 @@ def run_commands(commands: list[Command], timeout_s: float = 120.0) -> list[Resu
     if proc.returncode != 0:
         raise RuntimeError(f"tests.cli_runner failed ({proc.returncode}): {proc.stderr[-3000:]}")
     rows = json.loads(proc.stdout.strip().splitlines()[-1])
-    return [Result(r["code"], r["stdout"], r["stderr"]) for r in rows]
+    return [Result(r["code"], r["stdout"], r["stderr"], r.get("wall_s", 0.0)) for r in rows]
 
 
 def _child(job: dict, out: Path, err: Path) -> None:  # pragma: no cover - runs in the fork
@@ -119,8 +123,9 @@ def _serve() -> None:  # pragma: no cover - the subprocess's main
     import time
 
     jobs = json.loads(sys.stdin.read())
-    timeout_s = float(jobs.pop()["timeout_s"])
-    for name in PRELOAD:
+    options = jobs.pop()
+    timeout_s = float(options["timeout_s"])
+    for name in (*PRELOAD, *options.get("preload", ())):
         try:
             importlib.import_module(name)
         except ImportError:  # an older checkout without it: the child imports what it needs
@@ -131,6 +136,7 @@ def _serve() -> None:  # pragma: no cover - the subprocess's main
             out, err = Path(tmp) / f"{i}.out", Path(tmp) / f"{i}.err"
             sys.stdout.flush()
             sys.stderr.flush()
+            started = time.monotonic()
             pid = os.fork()
             if pid == 0:
                 _child(job, out, err)
@@ -151,6 +157,7 @@ def _serve() -> None:  # pragma: no cover - the subprocess's main
                     "code": code,
                     "stdout": out.read_text(errors="replace"),
                     "stderr": err.read_text(errors="replace"),
+                    "wall_s": round(time.monotonic() - started, 3),
                 }
             )
     print(json.dumps(results))

@@ -14,7 +14,7 @@ gets a healthy worker:
   what the call touches beyond the worker it was forked from: a fresh
   cgroup (v2 `memory.max`, or v1 `memory.limit_in_bytes`) where this
   process may create one, else `RLIMIT_AS` over the call's address space at
-  its start (fedbench.runtime.limits, README "Real caps").
+  its start (fedbench.runtime.limits, docs/running.md "Real caps").
 
 A training that needs more than the device has fails for real - the
 allocator's error, or the kernel's OOM kill at the cgroup's cap - and the

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
-# Operator classes the emulator's roofline distinguishes (README "Devices: profiles and
+# Operator classes the emulator's roofline distinguishes (docs/devices.md "Devices: profiles and
 # the emulator"; fedbench.measure.opclasses classifies every aten call into one).
 OP_CLASSES: tuple[str, ...] = ("dense", "depthwise", "elementwise", "movement")
 

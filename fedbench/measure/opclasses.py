@@ -1,6 +1,6 @@
 """Which operator class an aten op belongs to, and what it costs.
 
-The emulator's roofline (README, "Devices: profiles and the emulator";
+The emulator's roofline (docs/devices.md, "Devices: profiles and the emulator";
 fedbench/devices/kernels.py) times each operator class separately, so
 every aten op seen during a training step is put in one class and charged
 FLOPs and bytes moved. Classification table:
