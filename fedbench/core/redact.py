@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
 from collections.abc import Mapping, Sequence
 
@@ -50,6 +51,12 @@ def remember_environment(environ: Mapping[str, str] | None = None) -> None:
     for name, value in (os.environ if environ is None else environ).items():
         if is_secret_name(name):
             remember(value)
+
+
+def remember_process() -> None:
+    """Remember the secrets of this process's command line and environment."""
+    redact_argv(getattr(sys, "orig_argv", sys.argv))
+    remember_environment()
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:

@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from fedbench.core.redact import redact_text, remember_environment
+from fedbench.core.redact import redact_text, remember_process
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -218,7 +218,7 @@ class Console:
 
     def attach(self, run_dir: Path) -> None:
         """Append every line from now on to run_dir/console.log (until `detach`)."""
-        remember_environment()
+        remember_process()  # `flwr-serverapp --token ...`: masked in every line logged
         with self._lock:
             run_dir.mkdir(parents=True, exist_ok=True)
             path = run_dir / LOG_NAME

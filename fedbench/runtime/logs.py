@@ -30,3 +30,15 @@ def route_flower_logs(run_dir: Path, verbose: bool) -> logging.Handler | None:
     FLOWER_LOGGER.addHandler(handler)
     FLOWER_LOGGER.propagate = False
     return handler
+
+
+def copy_flower_logs(run_dir: Path) -> logging.Handler:
+    """Also write Flower's logger to `run_dir/flower.log`, keeping its other handlers.
+
+    A ServerApp that `flwr run` started streams its log to the SuperLink
+    (`flwr log`, `flwr run --stream`): the run folder gets a copy, not the only one.
+    """
+    handler = logging.FileHandler(run_dir / "flower.log")
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(message)s"))
+    FLOWER_LOGGER.addHandler(handler)
+    return handler
