@@ -187,3 +187,14 @@ def test_the_thermal_figure_numbers_days_as_every_other_figure(tmp_path: Path) -
     xs = sorted(x for c in marks for x in c.get_offsets()[:, 0])
     assert len(xs) >= 4 and 1.0 < xs[0] < 2.0 and 3.0 < xs[-1] < 4.0
     assert bottom.get_xlabel().startswith("day")
+
+
+def test_an_app_runs_figures_name_the_app(tmp_path: Path) -> None:
+    """The titles said "tiny (random, seed 0)" for a user's app, naming no app."""
+    from fedbench.analyze.figures_run import accuracy
+
+    app = {"name": "quickstart-pytorch", "root": "/apps/qs", "clientapp": "task:app"}
+    make_folder(tmp_path, emulated_rounds(), {0: 0.1, 3: 0.5}, server={"app": app})
+    figure = accuracy(load_run(tmp_path))
+    assert not isinstance(figure, str)
+    assert "tiny (app quickstart-pytorch, random, seed 0)" in figure.axes[0].get_title()
