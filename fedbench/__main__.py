@@ -24,14 +24,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import hydra
-import yaml
 from omegaconf import DictConfig
 
 from fedbench.cli import help as main_help
 from fedbench.cli.gate import RunGate, check_fresh, check_seed, describe_lines, refuse
-from fedbench.core.redact import redact_text
 from fedbench.errors import FedbenchError
 from fedbench.experiment.app import AppError
+from fedbench.experiment.config_file import config_yaml
 from fedbench.experiment.overrides import explain
 from fedbench.experiment.schema import Experiment
 from fedbench.folders import check_folder
@@ -85,8 +84,7 @@ def _start(experiment: Experiment, run_dir: Path, resume: bool) -> None:
     for line in describe_lines(experiment):
         console.line(line)
     if not resume:
-        config = yaml.safe_dump(experiment.to_config(), sort_keys=False)
-        (run_dir / "config.yaml").write_text(redact_text(config))
+        (run_dir / "config.yaml").write_text(config_yaml(experiment))
     from fedbench.client.app import app as client_app
     from fedbench.server.app import make_server_app
 

@@ -81,8 +81,11 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
     return [redact_text(a) for a in out]
 
 
-_FLAG_VALUE = re.compile(r"(?<![\w-])(?P<name>--?[\w.-]+)(?P<sep>=|\s+)(?P<value>[^\s'\"]+)")
-_KEY_VALUE = re.compile(r"(?<![\w.-])(?P<name>[+~]?[\w.-]+)(?P<sep>=|:\s*)(?P<value>[^\s'\",}]+)")
+_FLAG_VALUE = re.compile(r"(?<![\w-])(?P<name>--?[\w.-]+)(?P<sep>=|[ \t]+)(?P<value>[^\s'\"]+)")
+# Separators stay on one line: `run_config:\n  api-key: x` is two keys, not one.
+_KEY_VALUE = re.compile(
+    r"(?<![\w.-])(?P<name>[+~]?[\w.-]+)(?P<sep>=|:[ \t]*)(?P<value>[^\s'\",}]+)"
+)
 
 
 def redact_text(text: str) -> str:

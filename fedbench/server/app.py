@@ -25,15 +25,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from flwr.app import ArrayRecord, Context
 from flwr.common.logger import FLOWER_LOGGER
 from flwr.serverapp import Grid, ServerApp
 
 from fedbench.analyze import analyze_finished
 from fedbench.core.numerics import state_sha256
-from fedbench.core.redact import redact_text
 from fedbench.experiment.codec import EXPERIMENT_KEY, from_json, to_json
+from fedbench.experiment.config_file import config_yaml
 from fedbench.experiment.fleet import Fleet, expand_fleet, kind_column
 from fedbench.experiment.schema import Experiment
 from fedbench.ledger import Ledger
@@ -337,7 +336,7 @@ def flwr_run_folder(experiment: Experiment, run_dir: Path) -> Iterator[None]:
     run_dir.mkdir(parents=True, exist_ok=True)
     config = run_dir / "config.yaml"
     if not config.exists():
-        config.write_text(redact_text(yaml.safe_dump(experiment.to_config(), sort_keys=False)))
+        config.write_text(config_yaml(experiment))
     console.attach(run_dir)
     handler = copy_flower_logs(run_dir)
     try:
