@@ -20,26 +20,25 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
 import hydra
-import yaml
 from omegaconf import DictConfig
 
 from fedbench.cli import help as main_help
 from fedbench.cli.gate import RunGate, check_fresh, check_seed, describe_lines, refuse
 from fedbench.errors import FedbenchError
 from fedbench.experiment.app import AppError
+from fedbench.experiment.config_file import config_yaml
 from fedbench.experiment.overrides import explain
 from fedbench.experiment.schema import Experiment
 from fedbench.folders import check_folder
 from fedbench.report.lock import RunLock
 from fedbench.report.progress import LOG_NAME, console
-from fedbench.report.provenance import COMMAND_ENV
+from fedbench.report.provenance import COMMAND_ENV, command_line
 from fedbench.report.writer import SUMMARY_JSON
 from fedbench.runtime.base import Apps, build_runtime
 from fedbench.train.accelerator import KEY as ACCELERATOR_KEY
@@ -89,8 +88,7 @@ def _start(experiment: Experiment, run_dir: Path, resume: bool) -> None:
     for line in describe_lines(experiment):
         console.line(line)
     if not resume:
-        config = yaml.safe_dump(experiment.to_config(), sort_keys=False)
-        (run_dir / "config.yaml").write_text(config)
+        (run_dir / "config.yaml").write_text(config_yaml(experiment))
     from fedbench.client.app import app as client_app
     from fedbench.server.app import make_server_app
 
@@ -170,7 +168,8 @@ def _main(cfg: DictConfig) -> None:
 def main() -> None:
     # The exact command line, for summary.json's provenance (also in processes started
     # for the run, e.g. the deployment's ServerApp).
-    os.environ.setdefault(COMMAND_ENV, shlex.join(getattr(sys, "orig_argv", sys.argv)))
+    # Its secrets are masked before it reaches the environment (fedbench.core.redact).
+    os.environ.setdefault(COMMAND_ENV, command_line())
     argv = sys.argv[1:]
     try:
         check_overrides(argv)

@@ -16,12 +16,16 @@ if TYPE_CHECKING:
 
 
 def run_fedbench(
-    args: list[str], run_dir: Path | None = None, timeout: float = 300, module: str = "fedbench"
+    args: list[str],
+    run_dir: Path | None = None,
+    timeout: float = 300,
+    module: str = "fedbench",
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", module, *args]
     if run_dir is not None:
         cmd.append(f"hydra.run.dir={run_dir}")
-    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
+    env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", **(env or {})}
     return subprocess.run(
         cmd,
         capture_output=True,

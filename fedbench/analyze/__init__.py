@@ -38,6 +38,7 @@ from fedbench.analyze.tables import (
     accuracy_per_day,
     flat,
     labels,
+    raised_targets,
     run_rows,
     strategy_rows,
     targets,
@@ -140,8 +141,15 @@ def compare(
     everyone = {r.experiment: target for r in runs} if target is not None else {}
     fixed = {**everyone, **(fixed_targets or {})}
     target_of = targets(runs, target_fraction, fixed)
+    raised = raised_targets(runs, target_fraction, fixed)
+    for experiment, why in raised.items():
+        console.line(f"warning: {experiment}: {why}")
     how = {
-        e: "fixed" if e in fixed else f"{target_fraction:g} x the best mean final accuracy"
+        e: "fixed"
+        if e in fixed
+        else f"day 0 + {target_fraction:g} x the best gain over it"
+        if e in raised
+        else f"{target_fraction:g} x the best mean final accuracy"
         for e in target_of
     }
     per_run = run_rows(runs, target_of)

@@ -4,12 +4,14 @@ One run folder: its figures and rounds_summary.csv (into the folder, if not
 there yet) and its line of the table, printed. Several runs (a sweep,
 several sweeps, globs): each run's figures where missing, then the
 comparison into `out` (default: <the one folder given>/analysis, or
-./analysis) and the table printed.
+<the deepest folder holding every run>/analysis) and the table printed;
+either way the path is printed.
 """
 
 from __future__ import annotations
 
 import glob
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,7 +36,11 @@ GRAMMAR = Grammar(
     positional="PATH",
     positional_help="run folders, sweep folders (every run under them) or globs",
     keys=(
-        Key("out", "folder for the comparison (unset: <the folder given>/analysis, or ./analysis)"),
+        Key(
+            "out",
+            "folder for the comparison (unset: <the folder given>/analysis, "
+            "or <the deepest folder holding every run>/analysis)",
+        ),
         Key("target", "target accuracy in (0, 1] for every experiment (unset: target_fraction)"),
         Key("target.NAME", "target accuracy of experiment NAME, e.g. target.study_daily=0.9"),
         Key(
@@ -81,6 +87,17 @@ def expand(paths: Sequence[str]) -> list[Path]:
     return out
 
 
+def beside(roots: Sequence[Path], dirs: Sequence[Path]) -> Path:
+    """Where a comparison goes unless out= says: next to the runs, not the current directory.
+
+    One folder given (a sweep): <it>/analysis; several (`analyze A B`, a glob):
+    <the deepest folder holding every run>/analysis.
+    """
+    if len(roots) == 1 and roots[0].is_dir():
+        return roots[0] / ANALYSIS_DIR
+    return Path(os.path.commonpath([d.resolve() for d in dirs])) / ANALYSIS_DIR
+
+
 def _target(raw: str, key: str) -> float:
     value = parse_float(key, raw)
     if not 0.0 < value <= 1.0:
@@ -113,9 +130,7 @@ def run(argv: Sequence[str]) -> str:
     elif len(dirs) == 1:  # one run: its figures are in its folder; the table is printed
         out = None
     else:
-        out = (
-            roots[0] / ANALYSIS_DIR if len(roots) == 1 and roots[0].is_dir() else Path(ANALYSIS_DIR)
-        )
+        out = beside(roots, dirs)
     baseline = args.get("baseline", "random")
     table = compare(
         dirs,
@@ -130,6 +145,8 @@ def run(argv: Sequence[str]) -> str:
     )
     if out is not None:
         console.line(f"{len(dirs)} runs compared -> {out}")
+    else:
+        console.line(f"{dirs[0]}: figures -> {dirs[0] / FIGURES_DIR}")
     return table
 
 

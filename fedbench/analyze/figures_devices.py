@@ -17,12 +17,14 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import MaxNLocator
 
 import fedbench.analyze.figures_fleet as figures_fleet
 from fedbench.analyze.figures_run import NO_ENERGY, title
 from fedbench.analyze.rounds import round_clock
 from fedbench.analyze.runs import Run, number
 from fedbench.analyze.style import (
+    DAY_S,
     STATUS_COLOURS,
     amount,
     energy_unit,
@@ -309,7 +311,10 @@ def thermal(run: Run) -> Figure | str:
     if not stints:
         return "no device reported its temperature"
     latest = max(s.end for points in stints.values() for s in points)
-    scale, unit = time_unit(latest)
+    # A daily run's clock starts day 1 at 0 s: on a day axis, day d spans [d, d + 1), so
+    # the figure numbers days 1-17 as every other figure does (not the clock's 0-16).
+    scale, unit = (DAY_S, "day") if run.by_day else time_unit(latest)
+    offset = 1.0 if run.by_day else 0.0
     colours = profile_colours([profiles[d] for d in stints])
     by_profile: dict[str, list[_Stint]] = defaultdict(list)
     for device, points in stints.items():
@@ -323,8 +328,8 @@ def thermal(run: Run) -> Figure | str:
     width, alpha, size = (0.6, 0.35, 4) if crowded else (1.2, 1.0, 10)
     for profile, points in by_profile.items():
         colour = colours[profile]
-        begin = np.array([p.begin for p in points]) / scale
-        end = np.array([p.end for p in points]) / scale
+        begin = np.array([p.begin for p in points]) / scale + offset
+        end = np.array([p.end for p in points]) / scale + offset
         t0 = np.array([p.temp_start for p in points])
         t1 = np.array([p.temp_end for p in points])
         segments = np.stack([np.stack([begin, t0], axis=1), np.stack([end, t1], axis=1)], axis=1)
@@ -356,8 +361,11 @@ def thermal(run: Run) -> Figure | str:
     top.autoscale_view()
     top.set_ylabel("temperature (°C)")
     bottom.set_ylabel("average clock in round (GHz)")
-    cooled = " - each day starts cooled down" if run.by_day else ""
-    bottom.set_xlabel(f"virtual clock ({unit}){cooled}")
+    if run.by_day:
+        bottom.set_xlabel("day (virtual clock: day d spans d to d + 1), each day starting cool")
+        bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
+    else:
+        bottom.set_xlabel(f"virtual clock ({unit})")
     for ax in (top, bottom):
         ax.grid(alpha=0.3)
     handles: list[Artist] = [Line2D([], [], color=c, label=p) for p, c in colours.items()]

@@ -37,7 +37,11 @@ def start_label(run: Run) -> str:
 
 
 def title(run: Run, what: str) -> str:
-    return f"{run.experiment} ({run.strategy}, seed {run.seed}): {what}"
+    """`<experiment> (<strategy>, seed <n>)`, and the app for a run of a user's app (app=)."""
+    app = run.config.get("app")
+    name = app.get("name") if isinstance(app, dict) else None
+    who = f"app {name}, {run.strategy}" if name else run.strategy
+    return f"{run.experiment} ({who}, seed {run.seed}): {what}"
 
 
 def accuracy(run: Run) -> Figure | str:

@@ -119,15 +119,18 @@ def profile_colours(profiles: Sequence[str]) -> dict[str, str]:
     return {p: matplotlib.colors.to_hex(colours[i % len(colours)]) for i, p in enumerate(unique)}
 
 
+DAY_S = 86_400.0  # a day of the virtual clock (fedbench.scenarios.daily starts day 1 at 0 s)
+
+
 def time_unit(max_seconds: float) -> tuple[float, str]:
     """(divisor, unit) for a time axis: s, min, h or days, whichever reads best."""
     if not math.isfinite(max_seconds) or max_seconds < 300:
         return 1.0, "s"
     if max_seconds < 3 * 3600:
         return 60.0, "min"
-    if max_seconds < 3 * 86400:
+    if max_seconds < 3 * DAY_S:
         return 3600.0, "h"
-    return 86400.0, "days"
+    return DAY_S, "days"
 
 
 def energy_unit(max_joules: float) -> tuple[float, str]:

@@ -136,19 +136,53 @@ def _arm_label(arms: dict[str, Any], differing: list[str]) -> str:
 def targets(
     runs: list[Run], fraction: float, fixed: dict[str, float] | None = None
 ) -> dict[str, float]:
-    """Target accuracy per experiment: fixed, else fraction x best mean final accuracy."""
+    """Target accuracy per experiment: fixed, else fraction x best mean final accuracy.
+
+    A pretrained day-0 model can already sit above fraction x best (the runs
+    improve it by less than 1 - fraction): every run would "reach" the target
+    at round 0 and every to-target figure would be empty. The target is then
+    day 0's accuracy plus `fraction` of the best improvement over it, with a
+    warning (`raised_targets` says which and why).
+    """
+    return {e: t for e, (t, _) in _targets(runs, fraction, fixed).items()}
+
+
+def raised_targets(
+    runs: list[Run], fraction: float, fixed: dict[str, float] | None = None
+) -> dict[str, str]:
+    """experiment -> why its default target is not fraction x best (see `targets`)."""
+    return {e: why for e, (_, why) in _targets(runs, fraction, fixed).items() if why}
+
+
+def _targets(
+    runs: list[Run], fraction: float, fixed: dict[str, float] | None
+) -> dict[str, tuple[float, str]]:
     named = labels(runs)
     finals: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    start: dict[str, list[float]] = defaultdict(list)
     for run in runs:
         finals[run.experiment][named[run.path]].append(run.final_accuracy)
-    out: dict[str, float] = {}
+        if run.evaluations and run.evaluations[0].round == 0:
+            start[run.experiment].append(run.evaluations[0].accuracy)
+    out: dict[str, tuple[float, str]] = {}
     for experiment, by_strategy in finals.items():
         if fixed and experiment in fixed:
-            out[experiment] = fixed[experiment]
+            out[experiment] = (fixed[experiment], "")
+            continue
+        means = [mean_std(v)[0] for v in by_strategy.values()]
+        best = max((m for m in means if not math.isnan(m)), default=math.nan)
+        target = fraction * best  # NaN: no run was ever evaluated
+        day0 = max((a for a in start[experiment] if not math.isnan(a)), default=math.nan)
+        if not math.isnan(day0) and target <= day0:
+            raised = day0 + fraction * max(best - day0, 0.0)
+            out[experiment] = (
+                raised,
+                f"{fraction:g} x the best mean final accuracy ({target:.4f}) is at or below "
+                f"the day-0 accuracy {day0:.4f}: target {raised:.4f} (day 0 + {fraction:g} x "
+                "the best gain); set target= for another",
+            )
         else:
-            means = [mean_std(v)[0] for v in by_strategy.values()]
-            best = max((m for m in means if not math.isnan(m)), default=math.nan)
-            out[experiment] = fraction * best  # NaN: no run was ever evaluated
+            out[experiment] = (target, "")
     return out
 
 

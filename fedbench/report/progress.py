@@ -28,6 +28,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from fedbench.core.redact import redact_text, remember_process
+
 if TYPE_CHECKING:
     from rich.progress import Progress
 
@@ -216,6 +218,7 @@ class Console:
 
     def attach(self, run_dir: Path) -> None:
         """Append every line from now on to run_dir/console.log (until `detach`)."""
+        remember_process()  # `flwr-serverapp --token ...`: masked in every line logged
         with self._lock:
             run_dir.mkdir(parents=True, exist_ok=True)
             path = run_dir / LOG_NAME
@@ -246,8 +249,9 @@ class Console:
         if not self._logs:
             return
         stamp = datetime.now().strftime("%H:%M:%S")
+        line = redact_text(message.rstrip())  # a secret printed stays out of the file
         for _, handle in self._logs:
-            handle.write(f"{stamp} {message.rstrip()}\n")
+            handle.write(f"{stamp} {line}\n")
 
     def _tee_streams(self) -> None:
         if self._saved is not None or self._stream is not None:

@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
+from fedbench.core.redact import redact_argv, redact_text, remember_environment
+
 # Set by `python -m fedbench` (fedbench/__main__.py) so that processes it starts for the
 # run (the deployment's ServerApp) record the user's command, not their own.
 COMMAND_ENV = "FEDBENCH_COMMAND"
@@ -76,9 +78,12 @@ def cpu_model() -> str:
 
 
 def command_line(argv: Sequence[str] | None = None) -> str:
+    """The command that made the run, its secrets masked (`flwr-serverapp --token ***`)."""
     if argv is not None:
-        return shlex.join(argv)
-    return os.environ.get(COMMAND_ENV) or shlex.join(getattr(sys, "orig_argv", sys.argv))
+        return shlex.join(redact_argv(argv))
+    if os.environ.get(COMMAND_ENV):
+        return redact_text(os.environ[COMMAND_ENV])
+    return shlex.join(redact_argv(getattr(sys, "orig_argv", sys.argv)))
 
 
 def provenance(argv: Sequence[str] | None = None, accelerator: str = "auto") -> dict[str, object]:
@@ -90,6 +95,7 @@ def provenance(argv: Sequence[str] | None = None, accelerator: str = "auto") -> 
     from fedbench.train.accelerator import host_record
 
     commit, dirty = git_commit()
+    remember_environment()  # FLWR_TOKEN=... in the environment: masked wherever it shows
     return {
         "fedbench_version": version_of("fedbench"),
         "git_commit": commit,

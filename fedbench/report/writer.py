@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fedbench.core.records import CSV_FIELDS, STATUSES, UNPROFILED, RoundReport, to_row
+from fedbench.core.redact import redact_text
 from fedbench.report.provenance import now, provenance
 
 ROUNDS_CSV = "rounds.csv"
@@ -165,7 +166,9 @@ class RunWriter:
         summary = _nulls(summary)  # what is returned is what the file says
         path = self.run_dir / SUMMARY_JSON
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+        # A secret the run was started with (a token in its command line) stays out
+        # of the file (fedbench.core.redact); the provenance's command is masked already.
+        tmp.write_text(redact_text(json.dumps(summary, indent=2, default=str)) + "\n")
         os.replace(tmp, path)
         return summary
 

@@ -7,6 +7,15 @@ from pathlib import Path
 
 from flwr.common.logger import FLOWER_LOGGER
 
+from fedbench.core.redact import redact_text
+
+
+class RedactingFormatter(logging.Formatter):
+    """A log line with the run's secrets masked: flower.log travels with the run folder."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_text(super().format(record))
+
 
 def route_flower_logs(run_dir: Path, verbose: bool) -> logging.Handler | None:
     """Send Flower's logger to `run_dir/flower.log`; with `verbose`, leave it on the console."""
@@ -15,9 +24,21 @@ def route_flower_logs(run_dir: Path, verbose: bool) -> logging.Handler | None:
     if verbose:
         return None
     handler = logging.FileHandler(run_dir / "flower.log")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(message)s"))
     for h in list(FLOWER_LOGGER.handlers):
         FLOWER_LOGGER.removeHandler(h)
     FLOWER_LOGGER.addHandler(handler)
     FLOWER_LOGGER.propagate = False
+    return handler
+
+
+def copy_flower_logs(run_dir: Path) -> logging.Handler:
+    """Also write Flower's logger to `run_dir/flower.log`, keeping its other handlers.
+
+    A ServerApp that `flwr run` started streams its log to the SuperLink
+    (`flwr log`, `flwr run --stream`): the run folder gets a copy, not the only one.
+    """
+    handler = logging.FileHandler(run_dir / "flower.log")
+    handler.setFormatter(RedactingFormatter("%(asctime)s %(levelname)s %(message)s"))
+    FLOWER_LOGGER.addHandler(handler)
     return handler

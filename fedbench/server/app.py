@@ -19,17 +19,20 @@ import math
 import os
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from flwr.app import ArrayRecord, Context
+from flwr.common.logger import FLOWER_LOGGER
 from flwr.serverapp import Grid, ServerApp
 
 from fedbench.analyze import analyze_finished
 from fedbench.core.numerics import state_sha256
 from fedbench.experiment.codec import EXPERIMENT_KEY, from_json, to_json
+from fedbench.experiment.config_file import config_yaml
 from fedbench.experiment.fleet import Fleet, expand_fleet, kind_column
 from fedbench.experiment.schema import Experiment
 from fedbench.ledger import Ledger
@@ -41,6 +44,7 @@ from fedbench.report.writer import ROUNDS_CSV, SUMMARY_JSON, DayResult, RunWrite
 from fedbench.runtime import heap
 from fedbench.runtime.base import build_runtime
 from fedbench.runtime.launch import die_with_parent
+from fedbench.runtime.logs import copy_flower_logs
 from fedbench.scenarios.base import build_scenario
 from fedbench.server import checkpoint
 from fedbench.server.apps import ServerSide, server_side
@@ -315,9 +319,36 @@ def make_server_app(experiment: Experiment | None = None) -> ServerApp:
             with contextlib.suppress(OSError, AttributeError):
                 die_with_parent(os.getppid())
         exp = experiment if experiment is not None else experiment_of(context)
-        run_server(grid, exp, Path(exp.output_dir))
+        run_dir = Path(exp.output_dir)
+        if experiment is not None or context.run_config.get(EXPERIMENT_KEY):
+            run_server(grid, exp, run_dir)  # `python -m fedbench` keeps the folder's files
+            return
+        with flwr_run_folder(exp, run_dir):
+            run_server(grid, exp, run_dir)
 
     return app
+
+
+@contextlib.contextmanager
+def flwr_run_folder(experiment: Experiment, run_dir: Path) -> Iterator[None]:
+    """What `python -m fedbench` gives its run folder, for a run `flwr run .` started.
+
+    Nobody else writes them there: config.yaml (what ran, its secrets masked;
+    kept on resume), console.log (what this ServerApp printed) and flower.log
+    (Flower's log, which also still goes wherever Flower sends it: `flwr log`).
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config = run_dir / "config.yaml"
+    if not config.exists():
+        config.write_text(config_yaml(experiment))
+    console.attach(run_dir)
+    handler = copy_flower_logs(run_dir)
+    try:
+        yield
+    finally:
+        FLOWER_LOGGER.removeHandler(handler)
+        handler.close()
+        console.detach(run_dir)
 
 
 app = make_server_app()

@@ -170,3 +170,31 @@ def test_a_new_null_key_does_not_split_old_runs_from_new() -> None:
     assert setup_hash(old) == setup_hash(new)
     other = {"seed": 0, "fleet": {"name": "edge_mixed", "scale": 20}}
     assert setup_hash(other) != setup_hash(old)
+
+
+def test_the_thermal_figure_numbers_days_as_every_other_figure(tmp_path: Path) -> None:
+    """Day d's trainings lie in [d, d + 1) (the clock's day 1 starts at 0 s: it said 0-16)."""
+    from matplotlib.collections import PathCollection
+
+    from fedbench.analyze.figures_devices import thermal
+
+    # make_folder's daily clock: day d starts (d - 1) days in, as the daily scenario's
+    make_folder(tmp_path, emulated_rounds(), {0: 0.1, 3: 0.5}, scenario="daily")
+    figure = thermal(load_run(tmp_path))
+    assert not isinstance(figure, str)
+    top, bottom = figure.axes[:2]
+    marks = [c for c in top.collections if isinstance(c, PathCollection)]  # training ends
+    xs = sorted(x for c in marks for x in c.get_offsets()[:, 0])
+    assert len(xs) >= 4 and 1.0 < xs[0] < 2.0 and 3.0 < xs[-1] < 4.0
+    assert bottom.get_xlabel().startswith("day")
+
+
+def test_an_app_runs_figures_name_the_app(tmp_path: Path) -> None:
+    """The titles said "tiny (random, seed 0)" for a user's app, naming no app."""
+    from fedbench.analyze.figures_run import accuracy
+
+    app = {"name": "quickstart-pytorch", "root": "/apps/qs", "clientapp": "task:app"}
+    make_folder(tmp_path, emulated_rounds(), {0: 0.1, 3: 0.5}, server={"app": app})
+    figure = accuracy(load_run(tmp_path))
+    assert not isinstance(figure, str)
+    assert "tiny (app quickstart-pytorch, random, seed 0)" in figure.axes[0].get_title()

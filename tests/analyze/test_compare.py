@@ -115,7 +115,7 @@ def test_the_command_takes_globs_and_prints_the_table(
     assert main(["s/*", "target=0.5", "formats=png"]) == 0
     out = capsys.readouterr().out
     assert "Target accuracy 50.0% (fixed)" in out and "| oort | 2/2 |" in out
-    assert (tmp_path / "analysis" / "results.md").is_file()  # several folders: ./analysis
+    assert (tmp_path / "s" / "analysis" / "results.md").is_file()  # next to the runs
     assert (tmp_path / "s" / "0" / "figures" / "timeline.png").is_file()  # was missing: drawn
 
 
@@ -160,3 +160,42 @@ def test_paths_that_hold_no_run(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert proc.stderr.startswith("fedbench.analyze: error: no run folder")
+
+
+def test_two_runs_are_compared_next_to_them_and_the_path_printed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`analyze A B` wrote ./analysis into the current directory; one run printed no path."""
+    runs = tmp_path / "outputs" / "2026-01-01"
+    for name, final in (("a", 0.6), ("b", 0.7)):
+        make_folder(runs / name, emulated_rounds(), {0: 0.1, 3: final}, deadline_s=6.0)
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert main([str(runs / "a"), str(runs / "b"), "figures=false"]) == 0
+    assert (runs / "analysis" / "results.md").is_file() and not (elsewhere / "analysis").exists()
+    assert f"-> {runs / 'analysis'}" in capsys.readouterr().err
+    assert main([str(runs / "a"), "figures=false"]) == 0
+    assert f"figures -> {runs / 'a' / 'figures'}" in capsys.readouterr().err
+
+
+def test_a_default_target_below_day_0_is_raised_above_it_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Pretrained at 90%, best final 92%: 0.95 x 92% = 87.4% is reached at round 0 by all."""
+    for strategy, final in (("random", 0.91), ("oort", 0.92)):
+        make_folder(
+            tmp_path / strategy,
+            emulated_rounds(),
+            {0: 0.9, 1: 0.905, 2: 0.91, 3: final},
+            strategy=strategy,
+            deadline_s=6.0,
+        )
+    out = tmp_path / "analysis"
+    table = compare(find_run_dirs([tmp_path]), out, formats=("png",))
+    # day 0 + 0.95 x (0.92 - 0.90) = 91.9%: only oort gets there, in round 3
+    assert "Target accuracy 91.9%" in table
+    assert "day-0 accuracy 0.9000" in capsys.readouterr().err
+    lines = {line.split(" | ")[0].strip("| "): line for line in table.splitlines()}
+    assert lines["oort"].startswith("| oort | 1/1 | 3.0")
+    assert lines["random"].startswith("| random | 0/1 | - |")

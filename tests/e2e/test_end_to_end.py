@@ -9,15 +9,20 @@ from pathlib import Path
 import pytest
 import yaml
 
+from fedbench.report.provenance import COMMAND_ENV
 from tests.helpers import run_fedbench
 
 pytestmark = pytest.mark.slow
+TOKEN = "abc123tok"
+ENV_SECRET = "envsecret9"
 
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     run_dir = tmp_path_factory.mktemp("e2e") / "run"
-    proc = run_fedbench(["experiment=smoke"], run_dir)
+    # The command as `flwr run .` hands it over, with Flower's --token (see test_no_secret_...)
+    env = {COMMAND_ENV: f"flwr run . --token {TOKEN}", "FLWR_API_TOKEN": ENV_SECRET}
+    proc = run_fedbench(["experiment=smoke"], run_dir, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return run_dir, proc.stderr
 
@@ -37,6 +42,17 @@ def test_run_folder_is_self_describing(smoke_run: tuple[Path, str]) -> None:
         assert (run_dir / name).is_file(), name
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert config["scenario"]["days"] == 2 and config["model"]["name"] == "small_cnn"
+
+
+def test_no_secret_reaches_any_file_of_the_run_folder(smoke_run: tuple[Path, str]) -> None:
+    """Results folders get shared: the command's --token is masked in summary.json."""
+    run_dir, _ = smoke_run
+    for path in run_dir.rglob("*"):
+        if path.is_file():
+            body = path.read_bytes()
+            assert TOKEN.encode() not in body and ENV_SECRET.encode() not in body, path
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["provenance"]["command"] == "flwr run . --token REDACTED"
 
 
 def test_every_device_reports_every_round(smoke_run: tuple[Path, str]) -> None:
