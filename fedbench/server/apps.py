@@ -38,7 +38,7 @@ from fedbench.server.evaluation import (
 )
 from fedbench.server.fleet_strategy import FleetStrategy
 from fedbench.server.fleet_view import FleetView
-from fedbench.server.submodels import fit_rates
+from fedbench.server.submodels import SubmodelEvaluation, fit_rates
 from fedbench.train import hyper
 
 
@@ -100,6 +100,15 @@ class OwnApp(ServerSide):
         return self._algorithm
 
     def evaluator(self, grid: Grid, fleet: FleetStrategy, timeout_s: float) -> Evaluator:
+        strategy = self.algorithm()
+        if isinstance(strategy, SubmodelStrategy):  # and each rate's submodel
+            return SubmodelEvaluation(
+                self.model,
+                self.ctx.splits.test,
+                self.threads,
+                self.experiment.model.to_plain(),
+                strategy.rates,
+            )
         return TestSplitEvaluation(self.model, self.ctx.splits.test, self.threads)
 
     def train_config(self) -> ConfigRecord:

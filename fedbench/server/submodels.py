@@ -11,20 +11,27 @@ the deadline close and the records see the submodel's cost.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from flwr.app import ArrayRecord
 from flwr.serverapp.strategy import Strategy
+from torch import nn
 
 from fedbench.algorithms.submodels import SubmodelStrategy, choose_rates
+from fedbench.core.numerics import fixed_threads
+from fedbench.data.source import Tensors
 from fedbench.errors import FedbenchError
 from fedbench.experiment.schema import Experiment
 from fedbench.ledger import Ledger
 from fedbench.models import width
 from fedbench.scenarios.base import Scenario
 from fedbench.scenarios.context import DataContext
+from fedbench.server.evaluation import ACCURACY_AT, TestSplitEvaluation
 from fedbench.server.fleet_view import FleetView
 from fedbench.server.offer import Offer
+from fedbench.train.loop import evaluate
 
 _PRED = ("pred_peak_mem_mb", "mem_budget_mb", "pred_latency_s", "pred_energy_j", "pred_comm_s")
 
@@ -86,3 +93,38 @@ def fit_rates(
             getattr(ledger, key)[mine] = pred[key][mine]
     strategy.bind(config, rates, Offer.device_of)
     return np.flatnonzero(~fits)
+
+
+class SubmodelEvaluation(TestSplitEvaluation):
+    """The global model on the test split, and each rate's submodel of it (`accuracy@r0.5`).
+
+    A rate's submodel is the first ceil(r * C) channels of every hidden
+    layer (HeteroFL's and FjORD's; FedRolex trains every window, so its
+    first window is one of them): what a device of that rate would run.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        test: Tensors,
+        threads: int,
+        config: dict[str, Any],
+        rates: Sequence[float],
+    ) -> None:
+        super().__init__(model, test, threads)
+        self.config = config
+        self.rule = width.width_rule(config)
+        self.subs = {r: width.build_at(config, r) for r in rates if r < 1}
+
+    def __call__(self, server_round: int, arrays: ArrayRecord) -> dict[str, float]:
+        out = super().__call__(server_round, arrays)
+        out[f"{ACCURACY_AT}1"] = out["accuracy"]
+        full = self.model.state_dict()
+        for rate, sub in self.subs.items():
+            shapes = {k: tuple(v.shape) for k, v in sub.state_dict().items()}
+            index = width.indices(full, shapes, self.rule, width.Extraction("first"))
+            sub.load_state_dict(width.extract(full, index))
+            with fixed_threads(self.threads):
+                _, accuracy = evaluate(sub, self.test)
+            out[f"{ACCURACY_AT}{rate:g}"] = accuracy
+        return out

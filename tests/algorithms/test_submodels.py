@@ -146,3 +146,27 @@ def test_a_device_trains_the_submodel_it_is_sent_and_reports_its_cost() -> None:
         assert reply.content["metrics"]["model-rate"] == rate  # the server's aggregation reads it
         peaks[rate] = report.peak_mem_mb
     assert peaks[0.25] < peaks[1.0]  # the cost columns are the submodel's
+
+
+def test_evaluation_scores_the_whole_model_and_each_rates_submodel() -> None:
+    from fedbench.data.source import Tensors
+    from fedbench.server.submodels import SubmodelEvaluation
+
+    cfg = model_config("small_cnn")
+    torch.manual_seed(0)
+    model = build_at(cfg, 1.0)
+    test = Tensors(torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,)))
+    evaluation = SubmodelEvaluation(build_at(cfg, 1.0), test, 1, cfg, [1.0, 0.5, 0.0625])
+    out = evaluation(1, ArrayRecord(model.state_dict()))
+    assert set(out) == {"accuracy", "loss", "accuracy@r1", "accuracy@r0.5", "accuracy@r0.0625"}
+    assert out["accuracy@r1"] == out["accuracy"]
+    # The half-width score is that of the first half of every layer's channels.
+    sub = build_at(cfg, 0.5).eval()
+    shapes = {k: tuple(v.shape) for k, v in sub.state_dict().items()}
+    from fedbench.models.width import Extraction, extract, indices, width_rule
+
+    full = model.state_dict()
+    sub.load_state_dict(extract(full, indices(full, shapes, width_rule(cfg), Extraction())))
+    with torch.no_grad():
+        expected = (sub(test.x).argmax(1) == test.y).float().mean().item()
+    assert out["accuracy@r0.5"] == pytest.approx(expected)
