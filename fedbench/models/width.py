@@ -29,6 +29,8 @@ refuses the others with one line naming the supported ones.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,31 +40,55 @@ import torch
 from torch import nn
 
 from fedbench.errors import FedbenchError
-from fedbench.models.registry import build_from_config
+from fedbench.models.registry import build_from_config, model_config, model_names
 
 Index = tuple[torch.Tensor, ...]  # per dimension: the full model's indices it holds
 
 
 @dataclass(frozen=True)
 class WidthRule:
-    """How one model family scales: its net's width arguments, and its block dimensions."""
+    """How one model family scales: its net's width arguments, and its flattened inputs."""
 
-    widths: tuple[str, ...]  # the net's keyword arguments that are hidden widths
+    widths: tuple[str, ...]  # the net's keyword arguments that are hidden widths (int or ints)
+    # Parameters whose inputs (dim 1) are the last conv layer's map flattened: C x b each.
+    flattened: tuple[str, ...] = ()
     blocks: Mapping[str, Mapping[int, int]] = field(default_factory=dict)  # param -> dim -> b
 
     def net_at(self, net: Mapping[str, Any], rate: float) -> dict[str, Any]:
         """The net config at `rate`: each width argument ceil(rate * width)."""
         out = dict(net)
         for key in self.widths:
-            out[key] = scaled(int(net[key]), rate)
+            value = net[key] if key in net else _default(str(net["_target_"]), key)
+            if isinstance(value, int):
+                out[key] = scaled(value, rate)
+            else:  # a list of widths; markers such as VGG's "M" stay
+                out[key] = [scaled(v, rate) if isinstance(v, int) else v for v in value]
         return out
+
+    def block(self, full: Mapping[str, torch.Tensor], name: str, dim: int) -> int:
+        """Features per channel along `dim` of `name` (1: the dimension is channels)."""
+        if dim == 1 and name in self.flattened:
+            last = [t for t in full.values() if t.dim() == 4][-1]  # the last conv's weight
+            return int(full[name].shape[1]) // int(last.shape[0])
+        return self.blocks.get(name, {}).get(dim, 1)
 
 
 _RULES: dict[str, WidthRule] = {
-    "fedbench.models.small_cnn.SmallCNN": WidthRule(
-        widths=("width",), blocks={"classifier.weight": {1: 16}}
+    "fedbench.models.small_cnn.SmallCNN": WidthRule(("width",), ("classifier.weight",)),
+    "fedbench.models.lenet.LeNet": WidthRule(("channels", "hidden"), ("classifier.0.weight",)),
+    "fedbench.models.alexnet.AlexNet": WidthRule(("channels", "hidden"), ("classifier.1.weight",)),
+    "fedbench.models.vgg.VGG": WidthRule(("layers", "hidden"), ("classifier.0.weight",)),
+    "fedbench.models.reduced_mobilenet.ReducedMobileNet": WidthRule(
+        ("stem_width", "widths"), ("classifier.weight",)
     ),
 }
+
+
+def _default(target: str, key: str) -> Any:
+    """The net class's default for an argument its YAML leaves out."""
+    module, _, name = target.rpartition(".")
+    cls = getattr(importlib.import_module(module), name)
+    return inspect.signature(cls).parameters[key].default
 
 
 def scaled(width: int, rate: float) -> int:
@@ -75,12 +101,17 @@ def supported() -> list[str]:
     return sorted(_RULES)
 
 
+def supported_models() -> list[str]:
+    """The zoo models (conf/model/) whose net has a width rule."""
+    return [n for n in model_names() if str(model_config(n)["net"]["_target_"]) in _RULES]
+
+
 def width_rule(model: Mapping[str, Any]) -> WidthRule:
     """The width rule of a model config (`model.to_plain()`), or a one-line refusal."""
     target = str(model["net"]["_target_"])
     rule = _RULES.get(target)
     if rule is None:
-        names = ", ".join(t.rsplit(".", 1)[-1] for t in supported())
+        names = ", ".join(supported_models())
         raise FedbenchError(
             f"model={model.get('name')!r} ({target}) has no width rule for submodels; "
             f"supported: {names} (fedbench/models/width.py)"
@@ -127,7 +158,7 @@ def indices(
         whole = full[name].shape
         per_dim = []
         for dim, (f, s) in enumerate(zip(whole, shape, strict=True)):
-            b = rule.blocks.get(name, {}).get(dim, 1)
+            b = rule.block(full, name, dim)
             if f % b or s % b:
                 raise ValueError(f"{name} dim {dim}: sizes {f}, {s} are not blocks of {b}")
             ch = how.channels(f // b, s // b)
@@ -178,5 +209,3 @@ def aggregate(
         merged[held] = total[held] / weight[held]
         out[name] = merged.to(value.dtype)
     return out
-
-

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fedbench.errors import FedbenchError
-from fedbench.models import model_config
+from fedbench.models import input_spec, model_config
 from fedbench.models.width import (
     Extraction,
     WidthRule,
@@ -47,14 +47,25 @@ def test_rolling_window_wraps_and_blocks_move_whole() -> None:
     assert extract(full, first)["fc"].tolist() == [[0.0, 1.0, 2.0, 3.0]]
 
 
-def test_small_cnn_submodel_is_a_slice_that_computes_the_same() -> None:
-    cfg = model_config("small_cnn")
+def test_small_cnn_submodel_shapes() -> None:
+    shapes = {
+        k: tuple(v.shape) for k, v in build_at(model_config("small_cnn"), 0.25).state_dict().items()
+    }
+    assert shapes["features.0.weight"] == (4, 3, 3, 3)  # ceil(16 / 4); 3 input channels full
+    assert shapes["classifier.weight"] == (10, 16 * 4 * 4)  # the classes stay full
+
+
+@pytest.mark.parametrize(
+    "name", ["small_cnn", "lenet", "lenet_mnn", "reduced_mobilenet", "alexnet_mnn"]
+)
+def test_a_submodel_is_a_slice_that_computes_the_same(name: str) -> None:
+    cfg = model_config(name)
     torch.manual_seed(0)
     big = build_at(cfg, 1.0).eval()
     small = build_at(cfg, 0.25).eval()
     shapes = {k: tuple(v.shape) for k, v in small.state_dict().items()}
-    assert shapes["features.0.weight"] == (4, 3, 3, 3)  # ceil(16 / 4); 3 input channels full
-    assert shapes["classifier.weight"] == (10, 16 * 4 * 4)  # the classes stay full
+    out = [k for k, v in shapes.items() if len(v) == 2][-1]  # the output layer
+    assert shapes[out][0] == big.state_dict()[out].shape[0]  # the classes stay full
     for how in (Extraction("first"), Extraction("rolling", offset=5)):
         idx = indices(big.state_dict(), shapes, width_rule(cfg), how)
         small.load_state_dict(extract(big.state_dict(), idx))
@@ -67,16 +78,19 @@ def test_small_cnn_submodel_is_a_slice_that_computes_the_same() -> None:
         for k, i in idx.items():
             if masked[k].dim():
                 masked[k][torch.meshgrid(*i, indexing="ij")] = small.state_dict()[k]
-        masked["classifier.bias"] = big.state_dict()["classifier.bias"]
+        bias = out.replace("weight", "bias")
+        masked[bias] = big.state_dict()[bias]
         for k in masked:
             if k.endswith("running_var"):
                 masked[k][masked[k] == 0] = 1.0
         big.load_state_dict(masked)
-        x = torch.randn(2, 3, 32, 32)
+        x = input_spec(name).example(2)
         torch.testing.assert_close(big(x), small(x), rtol=1e-4, atol=1e-5)
 
 
 def test_a_model_without_a_width_rule_is_one_line_naming_the_supported() -> None:
-    with pytest.raises(FedbenchError, match=r"no width rule.*supported: SmallCNN") as err:
+    with pytest.raises(
+        FedbenchError, match=r"no width rule.*supported: alexnet, .*lenet, .*small_cnn, vgg16"
+    ) as err:
         width_rule(model_config("vit_tiny"))
     assert "\n" not in str(err.value)
