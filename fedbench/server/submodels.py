@@ -30,6 +30,7 @@ from fedbench.scenarios.base import Scenario
 from fedbench.scenarios.context import DataContext
 from fedbench.server.evaluation import ACCURACY_AT, TestSplitEvaluation
 from fedbench.server.fleet_view import FleetView
+from fedbench.server.modes import Synchronous, build_mode
 from fedbench.server.offer import Offer
 from fedbench.train.loop import evaluate
 
@@ -52,6 +53,11 @@ def check_submodels(strategy: Strategy, experiment: Experiment) -> None:
             f"app={experiment.app.name} brings its own"
         )
     width.width_rule(experiment.model.to_plain())
+    if not isinstance(build_mode(experiment), Synchronous):
+        raise FedbenchError(
+            f"algorithm={name} runs synchronous rounds only (mode=sync): a reply is averaged "
+            f"into the model its round sent, and {experiment.mode.target} mixes rounds"
+        )
     if strategy.rate_policy == "deadline" and deadline_of(experiment) is None:
         raise FedbenchError(
             "algorithm.rate_policy=deadline needs round_close.deadline_s "

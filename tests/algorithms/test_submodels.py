@@ -170,3 +170,24 @@ def test_evaluation_scores_the_whole_model_and_each_rates_submodel() -> None:
     with torch.no_grad():
         expected = (sub(test.x).argmax(1) == test.y).float().mean().item()
     assert out["accuracy@r0.5"] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expect"),
+    [
+        (["model=resnet18"], "no width rule for submodels; supported: alexnet"),
+        (["algorithm.rate_policy=deadline", "round_close=all"], "needs round_close.deadline_s"),
+        (["mode=fedbuff"], "synchronous rounds only"),
+    ],
+)
+def test_what_a_submodel_run_cannot_start_with_is_one_line(
+    overrides: list[str], expect: str
+) -> None:
+    from fedbench.experiment.build import build_algorithm
+    from fedbench.experiment.compose import compose_experiment
+    from fedbench.server.submodels import check_submodels
+
+    experiment = compose_experiment(["experiment=smoke", "algorithm=heterofl", *overrides])
+    with pytest.raises(FedbenchError, match=expect) as err:
+        check_submodels(build_algorithm(experiment), experiment)
+    assert "\n" not in str(err.value)
