@@ -46,6 +46,7 @@ def targets(config: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, str
 def preflight(experiment: Experiment) -> None:
     from fedbench.scenarios.context import data_context
     from fedbench.server.fleet_strategy import check_minimums
+    from fedbench.server.submodels import check_submodels
 
     devices = expand_fleet(experiment.fleet)
     first = by_profile(devices)
@@ -53,7 +54,9 @@ def preflight(experiment: Experiment) -> None:
         make_meter(first[profile], experiment.fleet.knobs, workload_optimizer(experiment.train))
     selector = build_selector(experiment)
     selector.check_fleet(len(devices))
-    check_minimums(build_algorithm(experiment), selector.clients_per_round)
+    algorithm = build_algorithm(experiment)
+    check_minimums(algorithm, selector.clients_per_round)
+    check_submodels(algorithm, experiment)  # a width rule for the model, a deadline to meet
     build_mode(experiment).check(len(devices), selector.wanted(), build_close(experiment))
     build_hooks(experiment)
     scenario = build_scenario(experiment)

@@ -14,9 +14,9 @@ A client half may
   pull; exact however a memory plan splits the step into micro-batches); a
   `batchable` half's correction is elementwise, so batched training applies
   it to all devices' stacked tensors at once (fedbench.train.batched);
-- give the module to train from the one the experiment builds and the state
-  the server sent (`local_model`): a submodel algorithm trains what it
-  receives.
+- give the module to train instead of the one the experiment builds
+  (`local_model`, from the experiment's model config): a submodel algorithm
+  (fedbench.algorithms.submodels) trains the width it receives.
 
 fedbench's own train handler applies every half whose key is in the config;
 the device mod warns, once per run, when a user's ClientApp never read a key
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from typing import ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import torch
 from torch import nn
@@ -44,6 +44,7 @@ class ClientHalf:
 
     key: ClassVar[str] = ""  # the train config key the strategy sends
     batchable: ClassVar[bool] = False  # `correct` is elementwise (stacked devices allowed)
+    echo: ClassVar[bool] = False  # the reply's metrics repeat the value (the server reads it)
 
     def __init__(self, value: object) -> None:
         self.value = value
@@ -55,9 +56,16 @@ class ClientHalf:
     def correct(self, grad: torch.Tensor, weight: torch.Tensor, anchor: torch.Tensor) -> None:
         """Change `grad` of `weight` in place; `anchor` is the weight the server sent."""
 
-    def local_model(self, model: nn.Module, state: Mapping[str, torch.Tensor]) -> nn.Module:
-        """The module to load `state` into and train (the experiment's model by default)."""
+    def local_model(self, model: nn.Module, config: Mapping[str, Any]) -> nn.Module:
+        """The module to load the server's state into and train (default: `model`).
+
+        `config` is the experiment's model config (`ModelConfig.to_plain()`).
+        """
         return model
+
+    def label(self) -> str:
+        """What this half adds to the workload's name ("" : nothing; "@r0.5": a submodel)."""
+        return ""
 
     @classmethod
     def malformed(cls, value: object, expected: str) -> FedbenchError:

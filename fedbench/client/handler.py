@@ -66,14 +66,17 @@ def train(msg: Message, context: Context) -> Message:
     if seat is None:
         raise FedbenchError("fedbench's train handler runs under the device mod only")
     arrays_key, arrays = _only_arrays(msg)
+    params = train_params(seat.experiment, _config(msg))
     device = _device(seat.experiment)
     model = _model(seat.experiment.model, device)
+    for half in params.halves:  # a submodel algorithm trains the width it was sent
+        model = half.local_model(model, seat.experiment.model.to_plain()).to(device)
     model.load_state_dict(_global_state(arrays, device))
-    params = train_params(seat.experiment, _config(msg))
     loss, trained, n = _train(seat, model, params, context)
-    content = RecordDict(
-        {METRICS: MetricRecord({NUM_EXAMPLES: n if trained else 0, "train_loss": _finite(loss)})}
-    )
+    metrics: dict[str, int | float | list[int] | list[float]] = {NUM_EXAMPLES: n if trained else 0}
+    metrics["train_loss"] = _finite(loss)
+    metrics.update({h.key: float(h.value) for h in params.halves if h.echo})  # type: ignore[arg-type]
+    content = RecordDict({METRICS: MetricRecord(metrics)})
     if trained:
         content[arrays_key] = state_dict_record(model.state_dict())
     return Message(content, reply_to=msg)
@@ -145,7 +148,7 @@ def _prepare(seat: Seat, model: nn.Module, params: TrainParams) -> Prepared:
         lambda: scenario.device_data(ctx, task.device_index, task.day),
     )
     job = TrainJob(
-        model_name=experiment.model.name,
+        model_name=experiment.model.name + "".join(h.label() for h in params.halves),
         input_shape=experiment.model.input_shape,
         batch_sizes=step_sizes(len(data), params.batch_size, params.local_epochs),
         model_bytes=sum(p.numel() * p.element_size() for p in model.state_dict().values()),
@@ -210,6 +213,8 @@ def _from_batch(
     group = current_group()
     if len(group) < 2 or build_runtime(prepared.seat.experiment).enforce_caps:
         return None  # capped, each device trains in its own process under its own limits
+    if any(half.label() for half in params.halves):
+        return None  # a submodel algorithm sends each device its own slice: no shared model
     key = group[0].metadata.message_id or str(id(group))
     if key not in _BATCH:
         _BATCH.clear()

@@ -238,5 +238,6 @@ def _report(seat: Seat, cost: Cost, reply: Message) -> RoundReport:
         end_s=seat.task.now_s + round_trip,
         num_examples=int(metrics.get(NUM_EXAMPLES, 0)) if trained else 0,
         train_loss=loss if loss is not None else math.nan,
+        model_rate=float(metrics.get("model-rate", math.nan)),
     )
     return dataclasses.replace(seat.report(), **fields)  # type: ignore[arg-type]

@@ -62,6 +62,7 @@ class RoundReport:
     battery_pct: float = math.nan  # battery level after the round (training + radio)
     model_version: int = -1  # the global model version it trained on (0: the initial one)
     staleness: int = 0  # versions applied between that one and the aggregation that used it
+    model_rate: float = math.nan  # width rate of the submodel it trained (algorithm=heterofl...)
     host_wall_s: float = math.nan  # real seconds on the machine that ran the client
     worker: str = ""  # where it ran: host:pid (@Ray node), empty if unknown
     reason: str = ""  # why a status is not ok (exception text, fault name, ...)

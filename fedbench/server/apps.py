@@ -18,6 +18,7 @@ from flwr.app import ArrayRecord, ConfigRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
+from fedbench.algorithms.submodels import SubmodelStrategy
 from fedbench.core.device import DeviceSpec
 from fedbench.experiment.build import build_algorithm, build_model
 from fedbench.experiment.fleet import fleet_index
@@ -37,6 +38,7 @@ from fedbench.server.evaluation import (
 )
 from fedbench.server.fleet_strategy import FleetStrategy
 from fedbench.server.fleet_view import FleetView
+from fedbench.server.submodels import SubmodelEvaluation, fit_rates
 from fedbench.train import hyper
 
 
@@ -77,6 +79,7 @@ class OwnApp(ServerSide):
         self.ctx = data_context(experiment, len(devices))
         self.model = build_model(experiment.model)
         self.threads = build_runtime(experiment).server_threads
+        self._algorithm: Strategy | None = None
 
     def initial_arrays(self) -> tuple[ArrayRecord, str]:
         pretrain = self.scenario.pretrain
@@ -92,9 +95,20 @@ class OwnApp(ServerSide):
         return ArrayRecord(self.model.state_dict()), how
 
     def algorithm(self) -> Strategy:
-        return build_algorithm(self.experiment)
+        if self._algorithm is None:  # built once: a submodel strategy is bound in `predict`
+            self._algorithm = build_algorithm(self.experiment)
+        return self._algorithm
 
     def evaluator(self, grid: Grid, fleet: FleetStrategy, timeout_s: float) -> Evaluator:
+        strategy = self.algorithm()
+        if isinstance(strategy, SubmodelStrategy):  # and each rate's submodel
+            return SubmodelEvaluation(
+                self.model,
+                self.ctx.splits.test,
+                self.threads,
+                self.experiment.model.to_plain(),
+                strategy.rates,
+            )
         return TestSplitEvaluation(self.model, self.ctx.splits.test, self.threads)
 
     def train_config(self) -> ConfigRecord:
@@ -102,6 +116,9 @@ class OwnApp(ServerSide):
         return ConfigRecord(hyper.to_config(self.experiment.train.params()))
 
     def predict(self, ledger: Ledger, view: FleetView) -> np.ndarray:
+        strategy = self.algorithm()
+        if isinstance(strategy, SubmodelStrategy):  # each device's width from its costs
+            return fit_rates(strategy, ledger, view, self.experiment, self.scenario, self.ctx)
         view.predict(ledger, self.model, self.experiment, self.scenario, self.ctx)
         return np.flatnonzero(ledger.pred_peak_mem_mb > ledger.mem_budget_mb)
 

@@ -30,6 +30,7 @@ from fedbench.server.fleet_strategy import FleetStrategy
 from fedbench.train.loop import evaluate
 
 ACCURACY_KEYS: tuple[str, ...] = ("accuracy", "eval_acc", "eval_accuracy", "acc", "test_acc")
+ACCURACY_AT = "accuracy@r"  # + a width rate: a submodel's accuracy (fedbench.server.submodels)
 LOSS_KEYS: tuple[str, ...] = ("loss", "eval_loss", "test_loss", "centralized_loss")
 
 

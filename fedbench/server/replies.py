@@ -128,8 +128,19 @@ def _refuse_outliers(replies: list[Reply], reference: ArrayRecord, defense: Defe
     if defense.config.max_norm_ratio is None or len(updates) < 2:
         return replies
     values = {key: decode(array) for key, array in reference.items()}
+    sent: dict[int, dict[str, np.ndarray]] = {}  # a submodel's own slice, decoded once
+
+    def reference_of(r: Reply) -> Mapping[str, np.ndarray]:
+        mine = _sent_arrays(r.instruction)
+        if mine is None or mine is reference:
+            return values
+        key = id(mine)
+        if key not in sent:
+            sent[key] = {k: decode(a) for k, a in mine.items()}
+        return sent[key]
+
     far = distance_outliers(
-        {n: distance(_arrays_of(r), values) for n, r in updates.items()},
+        {n: distance(_arrays_of(r), reference_of(r)) for n, r in updates.items()},
         defense.config.max_norm_ratio,
     )
     return [
@@ -138,6 +149,14 @@ def _refuse_outliers(replies: list[Reply], reference: ArrayRecord, defense: Defe
         else r
         for r in replies
     ]
+
+
+def _sent_arrays(message: Message, arrays_key: str | None = None) -> ArrayRecord | None:
+    """The model a train message carried (None: none, e.g. a test's bare message)."""
+    records = message.content.array_records
+    if arrays_key is not None and arrays_key in records:
+        return records[arrays_key]
+    return next(iter(records.values()), None) if len(records) == 1 else None
 
 
 def _arrays_of(reply: Reply) -> ArrayRecord:
@@ -210,9 +229,10 @@ def _read(
         report = replace(report, reason=_join(report.reason, why))
     if report.status != "ok":
         return Reply(s.device, report, None, state, s.message)
-    update, problem = _update(
-        content, global_arrays, arrays_key, defense.examples_bound(s.device.name)
-    )
+    # Checked against what the device was sent: the global model, or its submodel's slice
+    # (algorithm=heterofl, fjord, fedrolex: fedbench.algorithms.submodels).
+    reference = _sent_arrays(s.message, arrays_key) or global_arrays
+    update, problem = _update(content, reference, arrays_key, defense.examples_bound(s.device.name))
     if update is None:
         return Reply(
             s.device,

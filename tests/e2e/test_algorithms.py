@@ -36,3 +36,40 @@ def test_fedprox_fedadam_and_fedmedian_runs_complete(tmp_path: Path) -> None:
         rows = list(csv.DictReader((folder / "server_rounds.csv").open()))
         assert [int(r["aggregated"]) for r in rows] == [3, 3]
         assert [int(r["model_version"]) for r in rows] == [1, 2]
+
+
+@pytest.mark.parametrize("algorithm", ["fjord", "fedrolex"])
+def test_submodel_algorithms_run_with_rates_from_the_deadline(
+    algorithm: str, tmp_path: Path
+) -> None:
+    """On emulated devices, each device its own width, every update averaged.
+
+    At a 0.25 s deadline the round-1 Raspberry Pi 3B+ (0.32 s at rate 1) gets a
+    narrower model than the phone and the Pi 5 beside it.
+    """
+    folder = tmp_path / algorithm
+    proc = run_fedbench(
+        [
+            "experiment=smoke",
+            "fleet=edge_mixed",
+            f"algorithm={algorithm}",
+            "algorithm.rate_policy=deadline",
+            "round_close=deadline",
+            "round_close.deadline_s=0.25",
+        ],
+        folder,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["status"] == "completed", summary["error"]
+    rows = list(csv.DictReader((folder / "rounds.csv").open()))
+    assert all(r["status"] == "ok" for r in rows), [r["reason"] for r in rows]
+    rates = {float(r["model_rate"]) for r in rows}
+    assert len(rates) > 1 and rates <= {1.0, 0.5, 0.25, 0.125, 0.0625}
+    # The cost columns are each submodel's: a narrower one peaks lower.
+    peak = {float(r["model_rate"]): float(r["peak_mem_mb"]) for r in rows}
+    assert peak[min(peak)] < peak[max(peak)]
+    server = list(csv.DictReader((folder / "server_rounds.csv").open()))
+    assert [int(r["aggregated"]) for r in server] == [3, 3]
+    assert set(summary["final_accuracy_per_rate"]) == {"1", "0.5", "0.25", "0.125", "0.0625"}

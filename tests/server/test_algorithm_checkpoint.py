@@ -19,10 +19,14 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDic
 from flwr.serverapp.strategy import Strategy
 from torch import nn
 
+from fedbench.algorithms.submodels import SubmodelStrategy
 from fedbench.experiment.build import build_algorithm
 from fedbench.experiment.compose import compose_experiment
+from fedbench.models import model_config
+from fedbench.models.width import build_at
 from fedbench.paths import conf_dir
 from fedbench.server import checkpoint
+from fedbench.server.offer import Offer
 from tests.helpers import task_identity
 from tests.server.fakes import FakeGrid
 
@@ -30,10 +34,13 @@ ALGORITHMS = sorted(p.stem for p in (conf_dir() / "algorithm").glob("*.yaml"))
 NODES = (1, 2, 3, 4, 5)
 
 
-def _model() -> dict[str, torch.Tensor]:
+def _model(strategy: Strategy | None = None) -> dict[str, torch.Tensor]:
     torch.manual_seed(0)
     net = nn.Sequential(nn.Conv2d(1, 2, 3), nn.BatchNorm2d(2), nn.Flatten(), nn.Linear(8, 3))
     net(torch.randn(4, 1, 4, 4))  # BatchNorm's statistics and num_batches_tracked move
+    if isinstance(strategy, SubmodelStrategy):  # submodels of a zoo model with a width rule
+        net = build_at(model_config("small_cnn"), 1.0)
+        net(torch.randn(4, 3, 32, 32))
     return {k: v.detach().clone() for k, v in net.state_dict().items()}
 
 
@@ -67,7 +74,10 @@ def _build(name: str) -> Strategy:
     experiment = compose_experiment(
         ["experiment=smoke", "fleet=mixed8", "strategy.clients_per_round=5", f"algorithm={name}"]
     )
-    return build_algorithm(experiment)
+    strategy = build_algorithm(experiment)
+    if isinstance(strategy, SubmodelStrategy):  # every device at rate 1 (the replies' shapes)
+        strategy.bind(model_config("small_cnn"), np.ones(len(NODES)), Offer.device_of)
+    return strategy
 
 
 def _arrays(record: ArrayRecord) -> dict[str, np.ndarray]:
@@ -77,7 +87,7 @@ def _arrays(record: ArrayRecord) -> dict[str, np.ndarray]:
 @pytest.mark.parametrize("name", ALGORITHMS)
 def test_an_algorithms_state_survives_the_checkpoint(name: str, tmp_path: Path) -> None:
     strategy = _build(name)
-    arrays = ArrayRecord(_model())
+    arrays = ArrayRecord(_model(strategy))
     for server_round in (1, 2):
         arrays = _round(strategy, server_round, arrays)
 

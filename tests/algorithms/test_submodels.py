@@ -1,0 +1,193 @@
+"""Submodel strategies: the rate policies, the rounds' widths and a round's aggregation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+
+from fedbench.algorithms.fedrolex import FedRolex
+from fedbench.algorithms.fjord import FjORD
+from fedbench.algorithms.heterofl import HeteroFL
+from fedbench.algorithms.submodels import ModelRate, choose_rates
+from fedbench.arrays import state_dict_record
+from fedbench.errors import FedbenchError
+from fedbench.models import model_config
+from fedbench.models.width import build_at
+from fedbench.server.offer import Offer
+from tests.helpers import task_identity
+
+RATES = [1.0, 0.5, 0.25]
+# Four devices: a roomy one, two tighter ones, one that holds nothing; NaN: no limit known.
+PEAK = {1.0: np.array([100.0, 100, 100, 100]), 0.5: np.full(4, 40.0), 0.25: np.full(4, 15.0)}
+BUDGET = np.array([200.0, 50, 20, 10])
+ROUND_S = {
+    1.0: np.array([10.0, 30, 80, 5]),
+    0.5: np.array([5.0, 12, 40, 3]),
+    0.25: np.array([2.0, 5, 15, 1]),
+}
+
+
+def test_budget_picks_the_largest_rate_whose_peak_fits() -> None:
+    rates, fits = choose_rates("budget", RATES, 1.0, PEAK, BUDGET, ROUND_S, None)
+    assert rates.tolist() == [1.0, 0.5, 0.25, 0.25]
+    assert fits.tolist() == [True, True, True, False]  # 15 MB > 10 MB: not even 1/4
+
+
+def test_deadline_picks_the_largest_rate_that_meets_it_and_fits() -> None:
+    rates, fits = choose_rates("deadline", RATES, 1.0, PEAK, BUDGET, ROUND_S, 20.0)
+    # device 1: 30 s at 1 > 20 s, 12 s at 1/2; device 2: only 1/4 (15 s); device 3: no memory
+    assert rates.tolist() == [1.0, 0.5, 0.25, 0.25]
+    assert fits.tolist() == [True, True, True, False]
+    tight, ok = choose_rates("deadline", RATES, 1.0, PEAK, BUDGET, ROUND_S, 4.0)
+    assert tight.tolist() == [0.25, 0.25, 0.25, 0.25] and ok.tolist() == [True, False, False, False]
+    with pytest.raises(FedbenchError, match="round_close.deadline_s"):
+        choose_rates("deadline", RATES, 1.0, PEAK, BUDGET, ROUND_S, None)
+
+
+def test_fixed_sends_everyone_the_rate_and_a_nan_budget_limits_nothing() -> None:
+    rates, fits = choose_rates("fixed", RATES, 0.5, PEAK, BUDGET, ROUND_S, None)
+    assert rates.tolist() == [0.5] * 4 and fits.tolist() == [True, True, False, False]
+    free, ok = choose_rates("budget", RATES, 1.0, PEAK, np.full(4, math.nan), ROUND_S, None)
+    assert free.tolist() == [1.0] * 4 and ok.all()
+
+
+def _messages(strategy: HeteroFL, rnd: int, rates: list[float]) -> tuple[list[Message], dict]:
+    task_identity()  # Flower stamps the messages it builds
+    cfg = model_config("small_cnn")
+    torch.manual_seed(0)
+    full = build_at(cfg, 1.0).state_dict()
+    strategy.bind(cfg, np.array(rates), Offer.device_of)
+    sent = list(
+        strategy.configure_train(
+            rnd, ArrayRecord(full), ConfigRecord({"lr": 0.1}), Offer(list(range(len(rates))))
+        )
+    )
+    return sent, full
+
+
+def test_each_device_gets_its_slice_and_rate_and_the_round_averages_per_entry() -> None:
+    strategy = HeteroFL(rate_policy="fixed")
+    sent, full = _messages(strategy, 1, [1.0, 0.5])
+    by_device = {Offer.device_of(m): m for m in sent}
+    small = by_device[1].content["arrays"].to_torch_state_dict()
+    assert small["features.0.weight"].shape == (8, 3, 3, 3)
+    assert by_device[1].content["config"]["model-rate"] == 0.5
+    torch.testing.assert_close(small["features.0.weight"], full["features.0.weight"][:8])
+    # Replies: the rate-1 device sends all ones (1 example), the half one all threes (3).
+    replies = []
+    for device, n, value in ((0, 1, 1.0), (1, 3, 3.0)):
+        arrays = by_device[device].content["arrays"].to_torch_state_dict()
+        trained = {
+            k: torch.full_like(v, value) if v.is_floating_point() else v for k, v in arrays.items()
+        }
+        content = RecordDict(
+            {
+                "arrays": state_dict_record(trained),
+                "metrics": MetricRecord(
+                    {
+                        "num-examples": n,
+                        "model-rate": float(by_device[device].content["config"]["model-rate"]),
+                    }
+                ),
+            }
+        )
+        replies.append(Message(content, dst_node_id=0, message_type="train"))
+    merged, _ = strategy.aggregate_train(1, replies)
+    assert merged is not None
+    w = merged.to_torch_state_dict()["features.0.weight"]
+    assert torch.all(w[:8] == 2.5) and torch.all(w[8:] == 1.0)  # (1 + 9) / 4; only device 0
+
+
+def test_fjord_draws_widths_up_to_each_device_and_fedrolex_rolls() -> None:
+    fjord = FjORD(rate_policy="budget", rates=RATES)
+    fjord.device_rates = np.array([1.0, 0.25])
+    drawn = {fjord.round_rate(r, 0) for r in range(1, 40)}
+    assert drawn == set(RATES)  # every allowed width, over the rounds
+    assert {fjord.round_rate(r, 1) for r in range(1, 40)} == {0.25}
+    assert fjord.round_rate(7, 0) == fjord.round_rate(7, 0)  # seeded by round and device
+    rolex = FedRolex()
+    assert [rolex.extraction(r).offset for r in (1, 2, 3)] == [0, 1, 2]
+    sent, full = _messages(rolex, 3, [0.5])
+    got = sent[0].content["arrays"].to_torch_state_dict()["features.0.weight"]
+    torch.testing.assert_close(got, full["features.0.weight"][2:10])
+
+
+def test_the_client_half_builds_the_width_it_was_sent() -> None:
+    cfg = model_config("small_cnn")
+    half = ModelRate(0.25)
+    model = half.local_model(build_at(cfg, 1.0), cfg)
+    assert model.state_dict()["features.0.weight"].shape == (4, 3, 3, 3)
+    assert half.label() == "@r0.25"
+    with pytest.raises(FedbenchError, match="model-rate"):
+        ModelRate(1.5)
+
+
+def test_a_device_trains_the_submodel_it_is_sent_and_reports_its_cost() -> None:
+    from fedbench.experiment.compose import compose_experiment
+    from tests.helpers import client_report, run_client, train_message
+
+    experiment = compose_experiment(
+        ["experiment=smoke", "fleet=edge_mixed", "algorithm=heterofl", "scenario.days=1"]
+    )
+    cfg = experiment.model.to_plain()
+    peaks = {}
+    for rate in (1.0, 0.25):
+        state = build_at(cfg, rate).state_dict()
+        msg = train_message(experiment, 0, ArrayRecord(state), config={"model-rate": rate})
+        reply = run_client(msg)
+        report = client_report(reply)
+        assert report.status == "ok" and report.model_rate == rate
+        back = reply.content["arrays"].to_torch_state_dict()
+        assert back["features.0.weight"].shape == state["features.0.weight"].shape
+        assert reply.content["metrics"]["model-rate"] == rate  # the server's aggregation reads it
+        peaks[rate] = report.peak_mem_mb
+    assert peaks[0.25] < peaks[1.0]  # the cost columns are the submodel's
+
+
+def test_evaluation_scores_the_whole_model_and_each_rates_submodel() -> None:
+    from fedbench.data.source import Tensors
+    from fedbench.server.submodels import SubmodelEvaluation
+
+    cfg = model_config("small_cnn")
+    torch.manual_seed(0)
+    model = build_at(cfg, 1.0)
+    test = Tensors(torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,)))
+    evaluation = SubmodelEvaluation(build_at(cfg, 1.0), test, 1, cfg, [1.0, 0.5, 0.0625])
+    out = evaluation(1, ArrayRecord(model.state_dict()))
+    assert set(out) == {"accuracy", "loss", "accuracy@r1", "accuracy@r0.5", "accuracy@r0.0625"}
+    assert out["accuracy@r1"] == out["accuracy"]
+    # The half-width score is that of the first half of every layer's channels.
+    sub = build_at(cfg, 0.5).eval()
+    shapes = {k: tuple(v.shape) for k, v in sub.state_dict().items()}
+    from fedbench.models.width import Extraction, extract, indices, width_rule
+
+    full = model.state_dict()
+    sub.load_state_dict(extract(full, indices(full, shapes, width_rule(cfg), Extraction())))
+    with torch.no_grad():
+        expected = (sub(test.x).argmax(1) == test.y).float().mean().item()
+    assert out["accuracy@r0.5"] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expect"),
+    [
+        (["model=resnet18"], "no width rule for submodels; supported: alexnet"),
+        (["algorithm.rate_policy=deadline", "round_close=all"], "needs round_close.deadline_s"),
+        (["mode=fedbuff"], "synchronous rounds only"),
+    ],
+)
+def test_what_a_submodel_run_cannot_start_with_is_one_line(
+    overrides: list[str], expect: str
+) -> None:
+    from fedbench.experiment.build import build_algorithm
+    from fedbench.experiment.compose import compose_experiment
+    from fedbench.server.submodels import check_submodels
+
+    experiment = compose_experiment(["experiment=smoke", "algorithm=heterofl", *overrides])
+    with pytest.raises(FedbenchError, match=expect) as err:
+        check_submodels(build_algorithm(experiment), experiment)
+    assert "\n" not in str(err.value)
