@@ -108,6 +108,8 @@ class OwnApp(ServerSide):
                 self.threads,
                 self.experiment.model.to_plain(),
                 strategy.rates,
+                calibration=self.ctx.splits.server,  # HeteroFL's static BN, on the server's data
+                batch_size=self.experiment.train.batch_size,
             )
         return TestSplitEvaluation(self.model, self.ctx.splits.test, self.threads)
 

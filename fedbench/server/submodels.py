@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import torch
 from flwr.app import ArrayRecord
 from flwr.serverapp.strategy import Strategy
 from torch import nn
@@ -28,6 +29,7 @@ from fedbench.ledger import Ledger
 from fedbench.models import width
 from fedbench.scenarios.base import Scenario
 from fedbench.scenarios.context import DataContext
+from fedbench.scenarios.pretrain import recalibrate_batchnorm
 from fedbench.server.evaluation import ACCURACY_AT, TestSplitEvaluation
 from fedbench.server.fleet_view import FleetView
 from fedbench.server.modes import Synchronous, build_mode
@@ -107,6 +109,14 @@ class SubmodelEvaluation(TestSplitEvaluation):
     A rate's submodel is the first ceil(r * C) channels of every hidden
     layer (HeteroFL's and FjORD's; FedRolex trains every window, so its
     first window is one of them): what a device of that rate would run.
+
+    BatchNorm is HeteroFL's static BN (sBN, Diao et al. 2021, Sec. 3):
+    running statistics averaged over devices that trained different widths
+    describe none of them, so before each width is scored its statistics
+    are re-estimated on `calibration`, the server's own split (never the
+    test split), in one pass in training mode without a gradient. The
+    global model the devices get is not changed; with no calibration data
+    the aggregated statistics are used as they are.
     """
 
     def __init__(
@@ -116,21 +126,34 @@ class SubmodelEvaluation(TestSplitEvaluation):
         threads: int,
         config: dict[str, Any],
         rates: Sequence[float],
+        calibration: Tensors | None = None,
+        batch_size: int = 32,
     ) -> None:
         super().__init__(model, test, threads)
+        self.calibration = calibration if calibration is not None and len(calibration) else None
+        self.batch_size = batch_size
         self.config = config
         self.rule = width.width_rule(config)
         self.subs = {r: width.build_at(config, r) for r in rates if r < 1}
 
     def __call__(self, server_round: int, arrays: ArrayRecord) -> dict[str, float]:
-        out = super().__call__(server_round, arrays)
-        out[f"{ACCURACY_AT}1"] = out["accuracy"]
-        full = self.model.state_dict()
+        self.model.load_state_dict(arrays.to_torch_state_dict())
+        full = {k: v.clone() for k, v in self.model.state_dict().items()}  # as aggregated
+        with fixed_threads(self.threads):
+            self._static_bn(self.model)
+            loss, accuracy = evaluate(self.model, self.test)
+        out = {"accuracy": accuracy, "loss": loss, f"{ACCURACY_AT}1": accuracy}
         for rate, sub in self.subs.items():
             shapes = {k: tuple(v.shape) for k, v in sub.state_dict().items()}
             index = width.indices(full, shapes, self.rule, width.Extraction("first"))
             sub.load_state_dict(width.extract(full, index))
             with fixed_threads(self.threads):
+                self._static_bn(sub)
                 _, accuracy = evaluate(sub, self.test)
             out[f"{ACCURACY_AT}{rate:g}"] = accuracy
         return out
+
+    def _static_bn(self, model: nn.Module) -> None:
+        if self.calibration is not None:
+            with torch.no_grad():
+                recalibrate_batchnorm(model, self.calibration, self.batch_size)

@@ -191,3 +191,41 @@ def test_what_a_submodel_run_cannot_start_with_is_one_line(
     with pytest.raises(FedbenchError, match=expect) as err:
         check_submodels(build_algorithm(experiment), experiment)
     assert "\n" not in str(err.value)
+
+
+def test_evaluation_re_estimates_batchnorm_on_the_servers_split_not_the_test_split() -> None:
+    # HeteroFL's static BN: statistics averaged over widths describe none of them.
+    from fedbench.data.source import Tensors
+    from fedbench.models.width import build_at
+    from fedbench.scenarios.pretrain import recalibrate_batchnorm
+    from fedbench.server.submodels import SubmodelEvaluation
+
+    cfg = model_config("small_cnn")
+    torch.manual_seed(0)
+    model = build_at(cfg, 1.0)
+    state = model.state_dict()
+    for key, value in state.items():
+        if key.endswith("running_var"):
+            value.fill_(1e4)  # what no width's activations have
+    arrays = ArrayRecord(state)
+    test = Tensors(torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,)))
+    server = Tensors(torch.randn(48, 3, 32, 32) + 1.0, torch.randint(0, 10, (48,)))
+    evaluation = SubmodelEvaluation(build_at(cfg, 1.0), test, 1, cfg, [1.0, 0.5], server, 16)
+    out = evaluation(1, arrays)
+    # The whole model was scored with the statistics one pass over the server's split gives.
+    expected = build_at(cfg, 1.0)
+    expected.load_state_dict(arrays.to_torch_state_dict())
+    with torch.no_grad():
+        recalibrate_batchnorm(expected, server, 16)
+    got = evaluation.model.state_dict()
+    for key, value in expected.state_dict().items():
+        assert torch.allclose(got[key].float(), value.float()), key
+    assert not torch.allclose(
+        got["features.1.running_var"], torch.full_like(got["features.1.running_var"], 1e4)
+    )
+    expected.eval()
+    with torch.no_grad():
+        accuracy = (expected(test.x).argmax(1) == test.y).float().mean().item()
+    assert out["accuracy"] == pytest.approx(accuracy)
+    # The arrays sent to devices keep the aggregated statistics.
+    assert float(arrays.to_torch_state_dict()["features.1.running_var"].mean()) == 1e4
