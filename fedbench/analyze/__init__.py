@@ -112,7 +112,7 @@ def analyze_finished(run_dir: Path) -> None:
         analyze_run(run_dir)
     except Exception as exc:
         console.record(traceback.format_exc())
-        console.line(f"analysis of {run_dir} failed: {type(exc).__name__}: {exc}")
+        console.problem(f"analysis of {run_dir} failed: {type(exc).__name__}: {exc}")
 
 
 def compare(
@@ -143,7 +143,7 @@ def compare(
     target_of = targets(runs, target_fraction, fixed)
     raised = raised_targets(runs, target_fraction, fixed)
     for experiment, why in raised.items():
-        console.line(f"warning: {experiment}: {why}")
+        console.warn(f"{experiment}: {why}")
     how = {
         e: "fixed"
         if e in fixed

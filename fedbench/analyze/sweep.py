@@ -105,7 +105,7 @@ class SweepProgress(Callback):
         try:
             table = compare(runs, out)
         except FedbenchError as exc:
-            console.line(f"analysis of {sweep_dir} failed: {exc}")
+            console.problem(f"analysis of {sweep_dir} failed: {exc}")
             return
         print(table, flush=True)
         console.line(f"comparison of {len(runs)} runs -> {out}")

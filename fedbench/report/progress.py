@@ -1,8 +1,12 @@
 """What fedbench is doing, on the console and in the run folder's console.log.
 
-`console.line(text)` prints one `[fedbench] text` line to stderr.
+`console.line(text)` prints one `[fedbench] text` line to stdout: what the
+run is doing and what it gave. `console.warn(text)` (`[fedbench] warning:
+text`) and `console.problem(text)` (a run or an analysis that failed) go to
+stderr, so `2>/dev/null` keeps the run's story and `>/dev/null` keeps only
+what went wrong.
 `console.task(description, total, unit)` shows a piece of work as it goes:
-a rich live progress bar when stderr is a terminal, otherwise a start line,
+a rich live progress bar on stderr when it is a terminal, otherwise a start line,
 a line at each quarter (every 30 s when the size is unknown) and an end line
 with the elapsed time (a log file or a CI console gets a few lines, not one
 per step). `FEDBENCH_PROGRESS=plain`
@@ -182,10 +186,20 @@ class Console:
     # -- lines ---------------------------------------------------------------------------
 
     def line(self, text: str) -> None:
-        """Print `[fedbench] text` to stderr (above a live bar) and append it to the logs."""
-        message = f"{PREFIX} {text}"
+        """Print `[fedbench] text` to stdout (above a live bar) and append it to the logs."""
+        self._line(f"{PREFIX} {text}", problem=False)
+
+    def warn(self, text: str) -> None:
+        """Print `[fedbench] warning: text` to stderr and append it to the logs."""
+        self._line(f"{PREFIX} warning: {text}", problem=True)
+
+    def problem(self, text: str) -> None:
+        """Print `[fedbench] text` to stderr (something failed) and append it to the logs."""
+        self._line(f"{PREFIX} {text}", problem=True)
+
+    def _line(self, message: str, problem: bool) -> None:
         with self._lock:
-            self._show(message)
+            self._show(message, problem)
             self._log(message)
 
     def record(self, text: str) -> None:
@@ -194,11 +208,12 @@ class Console:
             for line in text.rstrip("\n").splitlines():
                 self._log(line)
 
-    def _show(self, message: str) -> None:
-        if self._progress is not None:
+    def _show(self, message: str, problem: bool = False) -> None:
+        out = self._out(problem)
+        if self._progress is not None and _isatty(out):
+            # The bar's terminal: printed above the bar, not through it.
             self._progress.console.print(message, markup=False, highlight=False, soft_wrap=True)
             return
-        out = self._out()
         out.write(message + "\n")
         out.flush()
 
@@ -210,8 +225,10 @@ class Console:
                 self._show(message)
             self._log(message)
 
-    def _out(self) -> TextIO:
-        stream = self._stream or sys.stderr
+    def _out(self, problem: bool = True) -> TextIO:
+        """Where a line goes (`problem`: stderr, else stdout); the live bar is a problem's
+        stream, stderr. A console made with a `stream` writes everything there."""
+        stream = self._stream or (sys.stderr if problem else sys.stdout)
         return stream.target if isinstance(stream, _Tee) else stream  # type: ignore[return-value]
 
     # -- the transcript ------------------------------------------------------------------

@@ -200,7 +200,7 @@ class DeploymentRuntime(Runtime):
         if swept.killed:
             _progress(f"deployment: stopped what a killed run of this folder left: {swept.killed}")
         for refused in swept.refused:
-            _progress(f"deployment: did not signal what {record} names: {refused}")
+            console.warn(f"deployment: did not signal what {record} names: {refused}")
         _rotate(run_dir / "logs" / "superlink.log")
         procs = ProcessSet(record=record)
         nodes: list[LocalNode] = []
@@ -298,7 +298,9 @@ class DeploymentRuntime(Runtime):
                 if n.limits.cgroup is not None:
                     remove_cgroup(n.limits.cgroup)
             if killed:
-                _progress(f"deployment: had to kill {len(killed)} process(es): {', '.join(killed)}")
+                console.warn(
+                    f"deployment: had to kill {len(killed)} process(es): {', '.join(killed)}"
+                )
         if interrupted:
             _progress(
                 f"deployment: interrupted; stopped the {len(procs.seen)} processes it ran "

@@ -129,7 +129,7 @@ def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, 
     if ending.status == COMPLETED:
         progress(f"done: {_result_line(summary, scenario.unit)} -> {run_dir}")
     else:
-        progress(f"run {ending.status} ({ending.failure}): {ending.error} -> {run_dir}")
+        console.problem(f"run {ending.status} ({ending.failure}): {ending.error} -> {run_dir}")
     return summary
 
 

@@ -210,13 +210,13 @@ class FedBuffLoop(RoundLoop):
         # Where the staleness weight goes: the examples weight, or the update itself.
         self.by_examples = weighs_by_examples(parts.fleet.inner)
         if not self.by_examples:
-            console.line(
+            console.warn(
                 f"mode=fedbuff: {type(parts.fleet.inner).__name__} does not weight updates by "
                 "num-examples; each update's staleness weight scales the update itself "
                 "(w + s x delta)"
             )
         if self.ignored_close:
-            console.line(
+            console.warn(
                 f"mode=fedbuff: round_close ({self.ignored_close}) does not apply; FedBuff "
                 f"aggregates every {mode.buffer_size} arrivals (mode.buffer_size) and bounds "
                 "staleness with mode.max_staleness"

@@ -253,7 +253,7 @@ class Signals(ServerHook):
             return
         self.warned.add(key)
         self.run.warnings.append(line)
-        progress(f"warning: {line}")
+        console.warn(line)
 
 
 def build_hooks(experiment: Experiment) -> list[ServerHook]:

@@ -86,9 +86,9 @@ def test_a_real_multirun_prints_its_jobs_and_analyses_the_sweep(tmp_path: Path) 
         },
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "job 1/2: experiment=smoke scenario.days=1 strategy=random" in proc.stderr
-    assert "job 2/2: experiment=smoke scenario.days=1 strategy=oort" in proc.stderr
-    assert "pretraining small_cnn on" in proc.stderr
+    assert "job 1/2: experiment=smoke scenario.days=1 strategy=random" in proc.stdout
+    assert "job 2/2: experiment=smoke scenario.days=1 strategy=oort" in proc.stdout
+    assert "pretraining small_cnn on" in proc.stdout
     assert "| oort | 1/1 |" in proc.stdout and "| random | 1/1 |" in proc.stdout
     for job in ("0", "1"):
         folder = sweep / job

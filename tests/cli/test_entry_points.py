@@ -121,7 +121,7 @@ def test_overrides_in_the_hydra_style_on_the_other_entry_points(tmp_path: Path) 
     )
     assert study.returncode == 0, study.stderr
     assert (tmp_path / "c" / "background.csv").is_file()
-    assert "[fedbench] background on rpi4: done," in study.stderr  # its progress, plainly
+    assert "[fedbench] background on rpi4: done," in study.stdout  # its progress, plainly
     run = make_folder(tmp_path / "run", emulated_rounds(), {0: 0.1, 3: 0.5})
     analysis = python_m("fedbench.analyze", str(run), "target=0.4", "formats=png")
     assert analysis.returncode == 0, analysis.stderr

@@ -43,4 +43,4 @@ def test_any_flower_app_runs_on_an_emulated_fleet(tmp_path: Path) -> None:
     assert summary["status"] == "completed"
     # The app evaluates on the clients (its FedAvg's federated evaluation): eval_acc.
     assert summary["final_accuracy"] > 0.2
-    assert "app: quickstart_app.client_app:app" in proc.stderr
+    assert "app: quickstart_app.client_app:app" in proc.stdout

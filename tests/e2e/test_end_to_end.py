@@ -24,7 +24,7 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     env = {COMMAND_ENV: f"flwr run . --token {TOKEN}", "FLWR_API_TOKEN": ENV_SECRET}
     proc = run_fedbench(["experiment=smoke"], run_dir, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return run_dir, proc.stderr
+    return run_dir, proc.stdout + proc.stderr
 
 
 def test_run_folder_is_self_describing(smoke_run: tuple[Path, str]) -> None:
@@ -67,7 +67,7 @@ def test_every_device_reports_every_round(smoke_run: tuple[Path, str]) -> None:
 
 
 def test_summary_has_day0_and_every_day(smoke_run: tuple[Path, str]) -> None:
-    run_dir, stderr = smoke_run
+    run_dir, output = smoke_run
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed"
     assert list(summary["accuracy_per_day"]) == ["0", "1", "2"]
@@ -75,6 +75,6 @@ def test_summary_has_day0_and_every_day(smoke_run: tuple[Path, str]) -> None:
     assert summary["totals"]["status_counts"]["ok"] == 6
     # Real training: the pretrained tiny CNN is far above chance (10%) on digits.
     assert summary["day0_accuracy"] > 0.5 and summary["final_accuracy"] > 0.5
-    assert "day 0: accuracy" in stderr and "day 2: accuracy" in stderr
+    assert "day 0: accuracy" in output and "day 2: accuracy" in output
     # The console carries fedbench's lines, not Flower's/Ray's log flood.
-    assert "INFO" not in stderr
+    assert "INFO" not in output

@@ -106,13 +106,13 @@ def kill_at(args: list[str], run_dir: Path, line: str) -> None:
     ]
     run = subprocess.Popen(
         cmd,
-        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,  # fedbench's progress lines
         text=True,
         cwd=run_dir.parent,
         env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
     )
-    assert run.stderr is not None
-    for text in run.stderr:
+    assert run.stdout is not None
+    for text in run.stdout:
         if text.startswith(line):
             run.send_signal(signal.SIGKILL)
             break
@@ -135,7 +135,7 @@ def test_sigkill_mid_round_then_resume_matches_uninterrupted(tmp_path: Path) -> 
 
     proc = run_fedbench([f"resume={crashed}"], tmp_path / "resume-invocation")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "resuming after round" in proc.stderr
+    assert "resuming after round" in proc.stdout
 
     # Row for row as the straight run (both match the golden rows). Whether a worker
     # batches its devices (vmap) is decided by a timing measurement, so the last bits
@@ -158,7 +158,7 @@ def test_a_fedadam_run_killed_mid_run_resumes(tmp_path: Path) -> None:
     assert (run_dir / "checkpoint.pt").is_file()
     proc = run_fedbench([f"resume={run_dir}"], tmp_path / "resume-invocation")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "resuming after round" in proc.stderr
+    assert "resuming after round" in proc.stdout
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["status"] == "completed" and summary["final_day"] == 3
     assert not (tmp_path / "resume-invocation").exists()  # resume= runs in its folder

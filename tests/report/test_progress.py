@@ -106,7 +106,7 @@ def test_attach_keeps_every_line_and_stray_prints_in_console_log(
     ]
     shown = capsys.readouterr()
     assert "after detach" in shown.out and "a line from somewhere else" in shown.out
-    assert "[fedbench] day 1: accuracy 61.2%" in shown.err
+    assert "[fedbench] day 1: accuracy 61.2%" in shown.out  # what the run did: stdout
     assert (sys.stdout, sys.stderr) == before  # detach gave the streams back
 
 
@@ -125,3 +125,31 @@ def test_nested_attachments_each_get_their_lines(tmp_path: Path) -> None:
         "[fedbench] day 1"
     ]
     assert len((sweep / "console.log").read_text().splitlines()) == 3
+
+
+def test_what_the_run_did_goes_to_stdout_and_what_went_wrong_to_stderr(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `2>/dev/null` keeps the run's story; `>/dev/null` keeps only its problems.
+    console = Console(live=False)
+    console.attach(tmp_path)
+    console.line("day 1: accuracy 61.2%")
+    with console.task("pretraining", 1, "epochs") as task:
+        task.advance()
+    console.warn("oort: the app reports no train_loss")
+    console.problem("run failed (server): boom -> somewhere")
+    console.detach()
+    shown = capsys.readouterr()
+    out = shown.out.splitlines()
+    assert out[:2] == [
+        "[fedbench] day 1: accuracy 61.2%",
+        "[fedbench] pretraining: started (1 epochs)",
+    ]
+    assert len(out) == 3 and out[2].startswith("[fedbench] pretraining: done, 1/1 epochs in ")
+    assert shown.err.splitlines() == [
+        "[fedbench] warning: oort: the app reports no train_loss",
+        "[fedbench] run failed (server): boom -> somewhere",
+    ]
+    # The transcript keeps both, in order.
+    log = [line[9:] for line in (tmp_path / "console.log").read_text().splitlines()]
+    assert log[-2:] == [shown.err.splitlines()[0], shown.err.splitlines()[1]]

@@ -98,8 +98,8 @@ def test_sigkill_of_the_driver_leaves_nothing_and_the_folder_resumes(tmp_path: P
 
     proc = run_fedbench([f"resume={run_dir}"], tmp_path / "resume-invocation", timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "runtime: fedbench.runtime.deployment.DeploymentRuntime" in proc.stderr
-    assert "resuming after round 1" in proc.stderr or "starting over" in proc.stderr
+    assert "runtime: fedbench.runtime.deployment.DeploymentRuntime" in proc.stdout
+    assert "resuming after round 1" in proc.stdout or "starting over" in proc.stdout
     rows = list(csv.DictReader((run_dir / "rounds.csv").open()))
     assert Counter(r["round"] for r in rows) == {"1": 2, "2": 2}, rows
     assert len({(r["round"], r["device"]) for r in rows}) == 4  # never a row twice
