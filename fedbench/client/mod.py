@@ -234,6 +234,7 @@ def _report(seat: Seat, cost: Cost, reply: Message) -> RoundReport:
     fields.update(
         battery_pct_start=cost.extra.get("battery_pct_start", start),
         comm_energy_j=cost.extra.get("comm_energy_j", math.nan),
+        plan_needed_mb=cost.extra.get("plan_needed_mb", math.nan),
         round_trip_s=round_trip,
         end_s=seat.task.now_s + round_trip,
         num_examples=int(metrics.get(NUM_EXAMPLES, 0)) if trained else 0,

@@ -54,6 +54,9 @@ class RoundReport:
     peak_mem_mb: float = math.nan
     mem_budget_mb: float = math.nan
     plan: str = ""
+    # Predicted peak of the full batch when the memory planner ran a reduced plan
+    # (NaN: the plan is the full batch, the planner is off, or a user's app trained).
+    plan_needed_mb: float = math.nan
     temp_c_start: float = math.nan
     temp_c_end: float = math.nan
     freq_ghz_avg: float = math.nan

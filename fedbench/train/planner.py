@@ -87,6 +87,12 @@ class PlanChoice:
     def label(self) -> str:
         return self.plan.name(self.batch_size)
 
+    @property
+    def full_peak_mb(self) -> float | None:
+        """The full batch's predicted peak, if it was measured (the grid always measures it)."""
+        full = next((e for e in self.tried if e.plan == FULL), None)
+        return None if full is None else full.peak_mb
+
 
 def fmt_mb(x: float) -> str:
     """MB for messages: one decimal from 10 MB, else 3 significant digits."""

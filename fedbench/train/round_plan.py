@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from fedbench.core.meter import Cost, Meter, TrainJob
-from fedbench.core.plans import PlanLog
+from fedbench.core.plans import FULL, PlanLog
 from fedbench.errors import FedbenchError, choices
 from fedbench.train.adaptive import Adaptation, memoised
 from fedbench.train.planner import PlanChoice, choose_plan
@@ -42,10 +42,31 @@ class RoundPlan:
     choice: PlanChoice | None  # None: no planning (off, or no budget)
     share: float = 1.0  # of the budget the plan was chosen for
 
+    def needed_mb(self) -> float | None:
+        """The full batch's predicted peak when the round ran a reduced plan, else None.
+
+        This is the resident set that forced the reduced plan: a device far under its
+        budget that ran micro-batches did so because the full batch would need this.
+        """
+        if self.choice is None:
+            return None
+        log = self.job.plan_log
+        ran = [plan for plan, _ in log.runs] if log is not None and log.runs else [self.job.plan]
+        if all(plan == FULL for plan in ran):
+            return None
+        return self.choice.full_peak_mb
+
     def explain(self, cost: Cost) -> Cost:
-        """An `oom` because no plan fits carries the planner's reason; a reduced plan says why."""
+        """An `oom` because no plan fits carries the planner's reason; a reduced plan says why.
+
+        A reduced plan also carries what the full batch would have needed
+        (`extra["plan_needed_mb"]`, the RoundReport's `plan_needed_mb`).
+        """
         if self.choice is None:
             return cost
+        needed = self.needed_mb()
+        if needed is not None:
+            cost = dataclasses.replace(cost, extra={**cost.extra, "plan_needed_mb": needed})
         if cost.status == "ok" and self.share < 1.0:
             note = (
                 f"planned for {self.share:.0%} of the budget: a plan for all of it ran out "

@@ -185,3 +185,16 @@ def test_client_round_off_is_oom_auto_trains(tmp_path: Path) -> None:
         "no memory plan fits: weights + gradients + optimizer state alone (0.391 MB) "
         "exceed the budget (0.16 MB)"
     )
+
+
+def test_report_says_what_the_full_batch_would_need(tmp_path: Path) -> None:
+    """A reduced plan's row carries the full batch's predicted peak; a full batch's is empty."""
+    rpi, _ = _tiny_profiles(tmp_path)
+    off = _client_report(rpi, "off")  # the full batch, costed: what it would need
+    assert off.plan == "bs64" and math.isnan(off.plan_needed_mb)  # the planner is off
+    auto = _client_report(rpi, "auto")
+    assert auto.plan == "2x32" and auto.peak_mem_mb <= auto.mem_budget_mb == 16.0
+    assert auto.plan_needed_mb == pytest.approx(off.peak_mem_mb, rel=1e-6)
+    assert auto.plan_needed_mb > auto.mem_budget_mb
+    roomy = _client_report(profiles_dir() / "rpi4.yaml", "auto")
+    assert roomy.status == "ok" and roomy.plan == "bs64" and math.isnan(roomy.plan_needed_mb)

@@ -131,6 +131,19 @@ def test_a_share_of_the_budget_plans_for_less_and_says_why(net: torch.nn.Module)
     assert whole.explain(meter.emulate(net, whole.job).to_cost(0.0, "x")).reason == ""
 
 
+def test_a_reduced_plan_says_what_the_full_batch_needs(net: torch.nn.Module) -> None:
+    """A reduced plan's cost carries the full batch's predicted peak (rounds.csv plan_needed_mb)."""
+    meter = EmulatedMeter(_profile(16, None), Knobs())
+    whole = plan_round(net, _job(), meter, "auto")
+    part = plan_round(net, _job(), meter, "auto", share=0.25)
+    full = meter.emulate(net, whole.job)
+    needed = part.explain(meter.emulate(net, part.job).to_cost(0.0, "x")).extra["plan_needed_mb"]
+    assert needed == pytest.approx(full.peak_mem_mb, rel=1e-6) and needed > 4.0
+    assert "plan_needed_mb" not in whole.explain(full.to_cost(0.0, "x")).extra
+    off = plan_round(net, _job(), meter, "off")
+    assert "plan_needed_mb" not in off.explain(full.to_cost(0.0, "x")).extra
+
+
 def _data(n: int) -> Tensors:
     gen = torch.Generator().manual_seed(0)
     return Tensors(torch.randn(n, *SHAPE, generator=gen), torch.randint(0, 10, (n,), generator=gen))
