@@ -27,8 +27,10 @@ from fedbench.analyze.style import (
     DAY_S,
     STATUS_COLOURS,
     amount,
+    draw_needed,
     energy_unit,
     legend_outside,
+    needed_handle,
     profile_colours,
     status_bars,
     time_unit,
@@ -381,22 +383,34 @@ def thermal(run: Run) -> Figure | str:
 
 
 def memory(run: Run) -> Figure | str:
-    """Each device's highest peak training memory against its (smallest) budget."""
+    """Each device's highest peak training memory against its (smallest) budget.
+
+    A device that ran a reduced memory plan (micro-batches, checkpointing) may
+    peak far under its budget: what forced the plan is the full batch's
+    resident set (rounds.csv `plan_needed_mb`), drawn as a hollow marker with
+    a dotted line from the peak, and the plan it ran named beside the device.
+    """
     peak: dict[str, float] = {}
     budget: dict[str, float] = {}
+    needed: dict[str, float] = {}
+    plans: dict[str, set[str]] = defaultdict(set)
     ooms: dict[str, int] = defaultdict(int)
     for row in run.rows:
         device = row.get("device", "?")
         p, b = number(row.get("peak_mem_mb")), number(row.get("mem_budget_mb"))
+        n = number(row.get("plan_needed_mb"))  # absent in older run folders: NaN
         if not math.isnan(p):
             peak[device] = max(peak.get(device, 0.0), p)
         if not math.isnan(b):
             budget[device] = min(budget.get(device, math.inf), b)
+        if not math.isnan(n):
+            needed[device] = max(needed.get(device, 0.0), n)
+            plans[device].add(_plan_label(row.get("plan", "")))
         ooms[device] += row.get("status") == "oom"
     if not peak and not budget:
         return "no device reported its memory"
     if len(set(peak) | set(budget)) > figures_fleet.MAX_DEVICE_ROWS:
-        return figures_fleet.memory(run, peak, budget, ooms)
+        return figures_fleet.memory(run, peak, budget, ooms, needed)
     devices = [d for d in run.fleet.recorded() if d in peak or d in budget]
     fig = Figure(figsize=(7.5, max(2.5, 0.22 * len(devices) + 1.3)))
     ax = fig.subplots()
@@ -408,12 +422,20 @@ def memory(run: Run) -> Figure | str:
         ax.scatter(
             [b for _, b in known], [y for y, _ in known], marker="|", s=180, color="black", zorder=3
         )
-    values = [v for v in [*peak.values(), *budget.values()] if v > 0]
+    forced = [(y, d) for y, d in zip(ys, devices, strict=True) if d in needed]
+    if forced:
+        draw_needed(
+            ax,
+            [peak.get(d, 0.0) for _, d in forced],
+            [needed[d] for _, d in forced],
+            [float(y) for y, _ in forced],
+        )
+    values = [v for v in [*peak.values(), *budget.values(), *needed.values()] if v > 0]
     if values and max(values) / min(values) > 50:
         ax.set_xscale("log")  # MB-sized models against GB-sized budgets
     ax.set_yticks(ys)
     ax.set_yticklabels(
-        [f"{d} ({ooms[d]} oom)" if ooms[d] else d for d in devices],
+        [_device_label(d, ooms[d], plans.get(d, set())) for d in devices],
         fontsize=max(4, min(8, 300 // len(devices))),
     )
     ax.invert_yaxis()
@@ -431,6 +453,19 @@ def memory(run: Run) -> Figure | str:
         Line2D(
             [], [], color="black", marker="|", linestyle="", markersize=12, label="budget (lowest)"
         ),
+        *([needed_handle()] if forced else []),
     ]
     legend_outside(ax, handles)
     return fig
+
+
+def _plan_label(plan: str) -> str:
+    """The memory plan a row ran, without the batching note (`2x8 vmap3` -> `2x8`)."""
+    return plan.split(" ")[0] if plan else "?"
+
+
+def _device_label(device: str, ooms: int, reduced: set[str]) -> str:
+    notes = [f"{ooms} oom"] if ooms else []
+    if reduced:
+        notes.append("ran " + ", ".join(sorted(reduced)))
+    return f"{device} ({'; '.join(notes)})" if notes else device

@@ -28,8 +28,10 @@ from fedbench.analyze.runs import Run, jain_index
 from fedbench.analyze.style import (
     STATUS_COLOURS,
     amount,
+    draw_needed,
     energy_unit,
     legend_outside,
+    needed_handle,
     status_bars,
 )
 from fedbench.report.records import STATUSES
@@ -208,12 +210,24 @@ def energy(run: Run, totals: Mapping[str, Mapping[str, float]], note: str) -> Fi
 
 
 def memory(
-    run: Run, peak: Mapping[str, float], budget: Mapping[str, float], ooms: Mapping[str, int]
+    run: Run,
+    peak: Mapping[str, float],
+    budget: Mapping[str, float],
+    ooms: Mapping[str, int],
+    needed: Mapping[str, float] | None = None,
 ) -> Figure:
-    """Per profile: the highest peak of its devices (bar), their range (line), the lowest budget."""
+    """Per profile: the highest peak of its devices (bar), their range (line), the lowest budget.
+
+    `needed` (device -> what the full batch would need where it ran a reduced
+    memory plan) adds, per profile, the largest such need as a hollow marker.
+    """
     of = _profile_of(run)
     peaks: dict[str, list[float]] = defaultdict(list)
     budgets: dict[str, float] = {}
+    needs: dict[str, float] = {}
+    for device, mb in (needed or {}).items():
+        p = of.get(device, "?")
+        needs[p] = max(needs.get(p, 0.0), mb)
     oom: dict[str, int] = defaultdict(int)
     devices: dict[str, int] = defaultdict(int)
     recorded = set(peak) | set(budget)
@@ -240,7 +254,15 @@ def memory(
         ax.scatter(
             [b for _, b in known], [y for y, _ in known], marker="|", s=180, color="black", zorder=3
         )
-    values = [v for v in [*high, *low, *budgets.values()] if v > 0]
+    forced = [i for i, p in enumerate(names) if p in needs]
+    if forced:
+        draw_needed(
+            ax,
+            [high[i] for i in forced],
+            [needs[names[i]] for i in forced],
+            [float(i) for i in forced],
+        )
+    values = [v for v in [*high, *low, *budgets.values(), *needs.values()] if v > 0]
     if values and max(values) / min(values) > 50:
         ax.set_xscale("log")  # MB-sized models against GB-sized budgets
     ax.set_yticks(ys)
@@ -275,6 +297,7 @@ def memory(
         Line2D(
             [], [], color="black", marker="|", linestyle="", markersize=12, label="budget (lowest)"
         ),
+        *([needed_handle()] if needs else []),
     ]
     legend_outside(ax, handles)
     return fig

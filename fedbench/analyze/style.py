@@ -23,6 +23,7 @@ from matplotlib.artist import Artist  # noqa: E402
 from matplotlib.axes import Axes  # noqa: E402
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from fedbench.report.records import STATUSES  # noqa: E402
@@ -166,6 +167,47 @@ def legend_outside(
             fontsize=8,
             frameon=False,
         )
+
+
+# What the full batch would need where the memory planner ran a reduced plan
+# (rounds.csv plan_needed_mb): hollow, so it reads as memory not used.
+NEEDED_COLOUR = "#e76f51"
+
+
+def needed_handle() -> Line2D:
+    """The legend entry of `draw_needed`."""
+    return Line2D(
+        [],
+        [],
+        color=NEEDED_COLOUR,
+        marker="D",
+        markerfacecolor="none",
+        linestyle=":",
+        markersize=6,
+        label="full batch would need (the plan was reduced)",
+    )
+
+
+def draw_needed(
+    ax: Axes, peaks: Sequence[float], needed: Sequence[float], ys: Sequence[float]
+) -> None:
+    """Hollow markers at what the full batch would need, a dotted line from each peak.
+
+    Why a device far under its budget ran micro-batches: the full batch's
+    resident set did not fit.
+    """
+    ax.hlines(ys, peaks, needed, colors=NEEDED_COLOUR, linestyles=":", linewidth=1.2, zorder=2)
+    ax.scatter(
+        needed,
+        ys,
+        marker="D",
+        s=36,
+        facecolors="none",
+        edgecolors=NEEDED_COLOUR,
+        linewidths=1.4,
+        zorder=4,
+        label="full batch would need",
+    )
 
 
 def save(fig: Figure, stem: Path, formats: Sequence[str] = FORMATS) -> list[Path]:

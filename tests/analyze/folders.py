@@ -38,6 +38,8 @@ class Device:
     budget_mb: float = math.nan
     freq_ghz: float = math.nan
     start_s: float = 0.0  # when it got the model, relative to the round's start
+    plan: str = ""
+    needed_mb: float = math.nan  # plan_needed_mb: the full batch's need under a reduced plan
 
 
 def _cell(value: object) -> object:
@@ -104,6 +106,8 @@ def make_folder(
                     temp_c_end=_cell(d.temp[1]),
                     peak_mem_mb=_cell(d.peak_mb),
                     mem_budget_mb=_cell(d.budget_mb),
+                    plan=d.plan,
+                    plan_needed_mb=_cell(d.needed_mb),
                     freq_ghz_avg=_cell(d.freq_ghz),
                 )
                 if new_schema:

@@ -8,7 +8,9 @@ import math
 from pathlib import Path
 
 import pytest
+from matplotlib.figure import Figure
 
+import fedbench.analyze.figures_fleet as figures_fleet
 from fedbench.analyze import RUN_FIGURES, analyze_finished, analyze_run, load_run
 from fedbench.analyze.figures_run import start_label, step_name
 from fedbench.analyze.rounds import ROUNDS_SUMMARY_COLUMNS, rounds_summary
@@ -198,3 +200,65 @@ def test_an_app_runs_figures_name_the_app(tmp_path: Path) -> None:
     figure = accuracy(load_run(tmp_path))
     assert not isinstance(figure, str)
     assert "tiny (app quickstart-pytorch, random, seed 0)" in figure.axes[0].get_title()
+
+
+def _needed_markers(figure: object) -> list[tuple[float, float]]:
+    """(x, y) of the 'full batch would need' markers, and the legend says what they are."""
+    assert isinstance(figure, Figure), figure
+    (ax,) = figure.axes
+    found = [c for c in ax.collections if c.get_label() == "full batch would need"]
+    legends = [
+        t.get_text() for leg in figure.legends + [ax.get_legend()] if leg for t in leg.get_texts()
+    ]
+    assert bool(found) == any(t.startswith("full batch would need") for t in legends), legends
+    return [tuple(xy) for c in found for xy in c.get_offsets()]
+
+
+def test_memory_draws_what_the_full_batch_would_need_under_a_reduced_plan(tmp_path: Path) -> None:
+    """A device far under its budget that ran micro-batches shows what forced the plan."""
+    rounds = {
+        1: [
+            Device(
+                "pixel2-000",
+                "ok",
+                5.0,
+                4.0,
+                peak_mb=300.0,
+                budget_mb=2000.0,
+                plan="8x2",
+                needed_mb=2600.0,
+            ),
+            Device("rpi4-000", "ok", 3.0, 10.0, peak_mb=120.0, budget_mb=3400.0, plan="bs16"),
+        ],
+        2: [
+            Device(
+                "pixel2-000",
+                "ok",
+                5.0,
+                4.0,
+                peak_mb=310.0,
+                budget_mb=2000.0,
+                plan="4x4 vmap2",
+                needed_mb=2500.0,
+            ),
+        ],
+    }
+    run = load_run(make_folder(tmp_path / "m", rounds, {0: 0.1, 1: 0.2, 2: 0.3}))
+    figure = RUN_FIGURES["memory"](run)
+    # One marker, for the Pixel (its largest need), none for the Pi that ran its full batch.
+    ((x, _),) = _needed_markers(figure)
+    assert x == 2600.0
+    assert isinstance(figure, Figure)
+    labels = [t.get_text() for t in figure.axes[0].get_yticklabels()]
+    assert "pixel2-000 (ran 4x4, 8x2)" in labels and "rpi4-000" in labels
+    # Per profile (a large fleet): the same marker at the profile's largest need.
+    peak, budget = {"pixel2-000": 310.0, "rpi4-000": 120.0}, {"pixel2-000": 2000.0}
+    fleet = figures_fleet.memory(run, peak, budget, {}, {"pixel2-000": 2600.0})
+    assert [x for x, _ in _needed_markers(fleet)] == [2600.0]
+    assert _needed_markers(figures_fleet.memory(run, peak, budget, {})) == []
+
+
+def test_memory_of_full_batch_rounds_draws_no_need(tmp_path: Path) -> None:
+    rounds = {1: [Device("rpi4-000", "ok", 3.0, 10.0, peak_mb=120.0, budget_mb=3400.0)]}
+    run = load_run(make_folder(tmp_path / "f", rounds, {0: 0.1, 1: 0.2}))
+    assert _needed_markers(RUN_FIGURES["memory"](run)) == []
