@@ -188,6 +188,10 @@ class Meter(ABC):
         """Whether this device keeps a workload's resident set in RAM (None: not known)."""
         return None
 
+    def resident_fn(self) -> Callable[[Workload], float] | None:
+        """A workload's process resident set on this device, MB (None: not known)."""
+        return None
+
     @abstractmethod
     def measure(
         self, model: torch.nn.Module, job: TrainJob, train: Callable[[], float]

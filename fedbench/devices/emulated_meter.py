@@ -129,8 +129,15 @@ class EmulatedMeter(Meter):
         The planner prefers such a plan; when none is, it falls back to the
         least-memory plan, which the emulator then runs with swapping, or `oom`.
         """
+        return excess_mb(self.profile, self.resident(workload)) <= 0.0
+
+    def resident_fn(self) -> Callable[[Workload], float]:
+        return self.resident
+
+    def resident(self, workload: Workload) -> float:
+        """The training process's peak resident set here, MB (fedbench.devices.memory)."""
         fw = framework_constants(self.profile, self.knobs, load_constants())
-        return excess_mb(self.profile, resident_mb(workload, fw)) <= 0.0
+        return resident_mb(workload, fw)
 
     def step_seconds(self, workload: Workload) -> float:
         """One unthrottled optimizer step of `workload` here: a memory planner's time_fn."""

@@ -42,6 +42,7 @@ from fedbench.measure.workload import measure_workload
 MB = float(1 << 20)
 TimeFn = Callable[[Workload], float]
 HoldsFn = Callable[[Workload], bool]  # whether the device keeps the step's resident set in RAM
+ResidentFn = Callable[[Workload], float]  # the step's process resident set on the device, MB
 
 # The proxy's nominal device: a mid-range phone CPU (relative cost only).
 _PROXY_GFLOPS = 20.0
@@ -69,6 +70,7 @@ class PlanEstimate:
     peak_mb: float
     time_s: float
     fits: bool
+    resident_mb: float = math.nan  # the process's resident set (NaN: no resident_fn)
 
 
 @dataclass(frozen=True)
@@ -88,10 +90,18 @@ class PlanChoice:
         return self.plan.name(self.batch_size)
 
     @property
-    def full_peak_mb(self) -> float | None:
-        """The full batch's predicted peak, if it was measured (the grid always measures it)."""
+    def full_need_mb(self) -> float | None:
+        """What ruled the full batch out, MB; None if it was not measured (the grid always is).
+
+        Its training-tensor peak when that exceeds the budget; else, when the
+        device could not keep the process resident, its resident set.
+        """
         full = next((e for e in self.tried if e.plan == FULL), None)
-        return None if full is None else full.peak_mb
+        if full is None:
+            return None
+        if full.peak_mb <= self.budget_mb and not full.fits and not math.isnan(full.resident_mb):
+            return full.resident_mb
+        return full.peak_mb
 
 
 def fmt_mb(x: float) -> str:
@@ -126,11 +136,12 @@ class _Search:
         input_high: int | None,
         time_fn: TimeFn | None,
         holds_fn: HoldsFn | None = None,
+        resident_fn: ResidentFn | None = None,
     ) -> None:
         self.model, self.shape, self.bs, self.budget = model, input_shape, batch_size, budget_mb
         self.model_name, self.optimizer = model_name, optimizer
         self.input_dtype, self.input_high = input_dtype, input_high
-        self.time_fn, self.holds_fn = time_fn, holds_fn
+        self.time_fn, self.holds_fn, self.resident_fn = time_fn, holds_fn, resident_fn
         self.tried: dict[Plan, PlanEstimate] = {}
 
     def workload(self, plan: Plan) -> Workload:
@@ -153,7 +164,8 @@ class _Search:
             peak = w.peak_bytes / MB
             fits = peak <= self.budget and (self.holds_fn is None or self.holds_fn(w))
             seconds = (self.time_fn or proxy_time_s)(w) if fits else math.nan
-            self.tried[plan] = PlanEstimate(plan, peak, seconds, fits)
+            resident = self.resident_fn(w) if self.resident_fn is not None else math.nan
+            self.tried[plan] = PlanEstimate(plan, peak, seconds, fits, resident)
         return self.tried[plan]
 
     def choice(self, plan: Plan, feasible: bool, reason: str) -> PlanChoice:
@@ -292,6 +304,7 @@ def choose_plan(
     input_high: int | None = None,
     time_fn: TimeFn | None = None,
     holds_fn: HoldsFn | None = None,
+    resident_fn: ResidentFn | None = None,
 ) -> PlanChoice:
     """The fastest plan for one optimizer step of `batch_size` within `budget_mb`.
 
@@ -300,7 +313,9 @@ def choose_plan(
     gives a measured workload's step time on the device (e.g. the emulator's
     latency for its profile); without it, `proxy_time_s`. `holds_fn` says
     whether the device keeps a workload's resident set in RAM; a plan it
-    refuses does not fit whatever its tensors.
+    refuses does not fit whatever its tensors. `resident_fn` (the device's
+    resident set of a workload, MB) is recorded per candidate, to say what a
+    refused full batch would have needed (`PlanChoice.full_need_mb`).
     """
     search = _Search(
         model,
@@ -313,5 +328,6 @@ def choose_plan(
         input_high,
         time_fn,
         holds_fn,
+        resident_fn,
     )
     return search.grid() if candidates is None else search.listed(candidates)

@@ -43,10 +43,12 @@ class RoundPlan:
     share: float = 1.0  # of the budget the plan was chosen for
 
     def needed_mb(self) -> float | None:
-        """The full batch's predicted peak when the round ran a reduced plan, else None.
+        """What the full batch would need when the round ran a reduced plan, else None.
 
-        This is the resident set that forced the reduced plan: a device far under its
-        budget that ran micro-batches did so because the full batch would need this.
+        What forced the reduced plan (PlanChoice.full_need_mb): the full batch's
+        tensor peak over the budget, or its resident set beyond what the device
+        keeps in RAM - a device far under its budget that ran micro-batches did
+        so because of the latter.
         """
         if self.choice is None:
             return None
@@ -54,7 +56,7 @@ class RoundPlan:
         ran = [plan for plan, _ in log.runs] if log is not None and log.runs else [self.job.plan]
         if all(plan == FULL for plan in ran):
             return None
-        return self.choice.full_peak_mb
+        return self.choice.full_need_mb
 
     def explain(self, cost: Cost) -> Cost:
         """An `oom` because no plan fits carries the planner's reason; a reduced plan says why.
@@ -95,7 +97,7 @@ def plan_round(
     if mode == "off" or budget is None or not job.batch_sizes:
         return RoundPlan(job, None, None)
     batch = max(job.batch_sizes)
-    time_fn, holds_fn = meter.time_fn(), meter.holds_fn()
+    time_fn, holds_fn, resident_fn = meter.time_fn(), meter.holds_fn(), meter.resident_fn()
     choose = memoised(
         lambda mb: choose_plan(
             model,
@@ -106,6 +108,7 @@ def plan_round(
             optimizer=meter.optimizer,
             time_fn=time_fn,
             holds_fn=holds_fn,
+            resident_fn=resident_fn,
         )
     )
     choice = choose(budget)

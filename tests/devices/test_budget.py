@@ -144,6 +144,24 @@ def test_a_reduced_plan_says_what_the_full_batch_needs(net: torch.nn.Module) -> 
     assert "plan_needed_mb" not in off.explain(full.to_cost(0.0, "x")).extra
 
 
+def test_a_plan_reduced_for_the_resident_set_says_what_the_full_batch_holds(
+    net: torch.nn.Module,
+) -> None:
+    """Far under its budget, an MNN phone micro-batches: the full batch's resident set is why."""
+    data = yaml.safe_load((profiles_dir() / "honor8.yaml").read_text())
+    data["memory"]["available_mb"] = 168  # the full batch's process holds ~171 MB
+    data["sources"]["memory.available_mb"] = "test: just under the full batch's resident set"
+    meter = EmulatedMeter(parse_profile(data, "test.yaml"), Knobs())
+    rp = plan_round(net, _job(), meter, "auto")
+    assert rp.job.plan != FULL
+    ran = meter.emulate(net, rp.job)
+    assert ran.status == "ok" and ran.peak_mem_mb < ran.mem_budget_mb / 100  # 1 GB budget
+    full = meter.emulate(net, dataclasses.replace(rp.job, plan=FULL, plan_log=None))
+    assert full.peak_mem_mb < ran.mem_budget_mb  # its tensors fit: not what ruled it out
+    needed = rp.explain(ran.to_cost(0.0, "x")).extra["plan_needed_mb"]
+    assert needed == pytest.approx(full.rss_mb, rel=1e-6) and needed > 168
+
+
 def _data(n: int) -> Tensors:
     gen = torch.Generator().manual_seed(0)
     return Tensors(torch.randn(n, *SHAPE, generator=gen), torch.randint(0, 10, (n,), generator=gen))
