@@ -268,7 +268,8 @@ def memory(
     ax.set_yticks(ys)
     ax.set_yticklabels(
         [
-            f"{short(p)} ({devices[p]:,} devices" + (f", {oom[p]:,} had oom)" if oom[p] else ")")
+            f"{short(p)} ({devices[p]:,} device{'s' if devices[p] != 1 else ''}"
+            + (f", {oom[p]:,} had oom)" if oom[p] else ")")
             for p in names
         ],
         fontsize=8,
