@@ -88,13 +88,13 @@ def serve(
             f"runtime.physical_keys=[{','.join(str(k) for k in keys)}]",
             f"hydra.run.dir={run_dir}",
         ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,  # fedbench's progress lines ...
+        stderr=subprocess.STDOUT,  # ... and its warnings and errors, in the order printed
         env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
         preexec_fn=_as_from_a_terminal,
     )
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=_lines, args=(server.stderr, lines), daemon=True).start()
+    threading.Thread(target=_lines, args=(server.stdout, lines), daemon=True).start()
     return server, lines
 
 
