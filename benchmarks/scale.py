@@ -182,8 +182,8 @@ def _run(devices: int, strategy: str, per_round: int, rounds: int, out: Path) ->
     env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
     load_start = load_average()
     start = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env
+    proc = subprocess.Popen(  # progress on stdout, problems on stderr: read both, in order
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
     )
     first: list[float] = []
     peak = {"rss": 0.0, "pss": 0.0, "processes": 0}
@@ -199,8 +199,8 @@ def _run(devices: int, strategy: str, per_round: int, rounds: int, out: Path) ->
 
     watcher = threading.Thread(target=watch_memory, daemon=True)
     watcher.start()
-    assert proc.stderr is not None
-    for line in proc.stderr:
+    assert proc.stdout is not None
+    for line in proc.stdout:
         lines.append(line)
         if not first and line.startswith("[fedbench] round 1"):
             first.append(time.perf_counter() - start)

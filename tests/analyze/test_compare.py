@@ -174,9 +174,9 @@ def test_two_runs_are_compared_next_to_them_and_the_path_printed(
     monkeypatch.chdir(elsewhere)
     assert main([str(runs / "a"), str(runs / "b"), "figures=false"]) == 0
     assert (runs / "analysis" / "results.md").is_file() and not (elsewhere / "analysis").exists()
-    assert f"-> {runs / 'analysis'}" in capsys.readouterr().err
+    assert f"-> {runs / 'analysis'}" in capsys.readouterr().out
     assert main([str(runs / "a"), "figures=false"]) == 0
-    assert f"figures -> {runs / 'a' / 'figures'}" in capsys.readouterr().err
+    assert f"figures -> {runs / 'a' / 'figures'}" in capsys.readouterr().out
 
 
 def test_a_default_target_below_day_0_is_raised_above_it_with_a_warning(

@@ -52,8 +52,8 @@ def test_the_callback_announces_jobs_and_compares_the_sweep(
         callback.on_job_end(job, JobReturn(status=JobStatus.COMPLETED))
     callback.on_multirun_end(config(sweep))
     captured = capsys.readouterr()
-    assert f"job 1/2: strategy=random -> {sweep / '0'}" in captured.err
-    assert "job 2/2 completed in" in captured.err
+    assert f"job 1/2: strategy=random -> {sweep / '0'}" in captured.out
+    assert "job 2/2 completed in" in captured.out
     assert "| oort | 1/1 |" in captured.out  # the comparison table
     assert (sweep / "analysis" / "results.md").is_file()
     log = (sweep / "console.log").read_text()

@@ -96,8 +96,12 @@ class Check:
     reason: str = ""
 
 
+# `FLWR_X=1 flwr run .`: a command's environment assignments, checked as the command alone.
+_ENV_PREFIX = re.compile(r"^(?:[A-Z_][A-Z0-9_]*=\S*\s+)+")
+
+
 def _argv(doc: DocCommand) -> list[str]:
-    text = doc.text
+    text = _ENV_PREFIX.sub("", doc.text)
     for placeholder, value in PLACEHOLDERS.items():
         text = text.replace(placeholder, value)
     # `[key=value]` in a usage line is an optional argument: checked without it.
@@ -111,8 +115,9 @@ def _keys(args: list[str]) -> tuple[str, ...]:
 
 def plan(doc: DocCommand, cwd: Path) -> Check:
     """How `doc` is checked (see the module docstring)."""
+    bare = _ENV_PREFIX.sub("", doc.text)
     for head, reason in SKIP:
-        if doc.text == head or doc.text.startswith(head + " "):
+        if bare == head or bare.startswith(head + " "):
             return Check(doc, "skip", reason=reason)
     for fragment, reason in SKIP_TEXT:
         if fragment in doc.text:
