@@ -29,7 +29,8 @@ def test_every_device_failing_fails_the_run_and_the_folder_is_held(tmp_path: Pat
     run_dir = tmp_path / "run"
     first = subprocess.Popen(
         [sys.executable, "-m", "fedbench", *ARGS, f"hydra.run.dir={run_dir}"],
-        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,  # the rounds' lines
+        stderr=subprocess.PIPE,  # the failure
         text=True,
         env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
     )
@@ -43,12 +44,12 @@ def test_every_device_failing_fails_the_run_and_the_folder_is_held(tmp_path: Pat
         assert first.poll() is None, "the first run ended before the second tried"
         assert second.returncode == 2, second.stderr[-2000:]
         assert f"in use by another fedbench run (pid {first.pid}" in second.stderr
-        _, err = first.communicate(timeout=300)
+        out, err = first.communicate(timeout=300)
     finally:
         if first.poll() is None:
             first.kill()
     assert first.returncode == 1, err[-3000:]
-    assert "round 1: no device delivered an update (3 dropped: injected fault: dropout" in err
+    assert "round 1: no device delivered an update (3 dropped: injected fault: dropout" in out
     assert "fedbench: run failed (no_updates): no round produced an update (2 round(s)" in err
     summary = json.loads((run_dir / "summary.json").read_text())
     assert (summary["status"], summary["failure"]) == ("failed", "no_updates")
