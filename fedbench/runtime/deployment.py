@@ -60,7 +60,7 @@ from fedbench.errors import FedbenchError
 from fedbench.experiment.codec import to_json
 from fedbench.experiment.fleet import expand_fleet
 from fedbench.experiment.schema import Experiment
-from fedbench.report.progress import console
+from fedbench.report.progress import PREFIX, console
 from fedbench.runtime.base import Apps, Runtime
 from fedbench.runtime.bundle import write_bundle
 from fedbench.runtime.flower import (
@@ -406,7 +406,14 @@ class DeploymentRuntime(Runtime):
                 if (match := RUN_STARTED.search(line)) is not None:
                     run_id = int(match.group(1))
                     _progress(f"deployment: started Flower run {run_id}")
-                if verbose or line.startswith("[fedbench]"):
+                if line.startswith(PREFIX):
+                    # The ServerApp's console, relayed by `flwr run`, which merges its
+                    # streams: its warnings back on stderr, what it did on stdout (as the
+                    # simulation's console prints them; the driver's own failure line is
+                    # stderr's either way).
+                    warning = line.startswith(f"{PREFIX} warning:")
+                    print(line, file=sys.stderr if warning else sys.stdout, flush=True)
+                elif verbose:
                     print(line, file=sys.stderr, flush=True)
                 if "Error" in line and ":" in line:
                     last_error = line.strip()
