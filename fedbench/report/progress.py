@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
 PREFIX = "[fedbench]"
+WARNING = f"{PREFIX} warning:"  # how console.warn starts a line (relays route on it)
 LOG_NAME = "console.log"
 ENV_MODE = "FEDBENCH_PROGRESS"  # plain | live; unset: live on a terminal
 HEARTBEAT_S = 30.0  # a task of unknown size says how far it got this often (plain lines)
@@ -191,7 +192,7 @@ class Console:
 
     def warn(self, text: str) -> None:
         """Print `[fedbench] warning: text` to stderr and append it to the logs."""
-        self._line(f"{PREFIX} warning: {text}", problem=True)
+        self._line(f"{WARNING} {text}", problem=True)
 
     def problem(self, text: str) -> None:
         """Print `[fedbench] text` to stderr (something failed) and append it to the logs."""

@@ -60,7 +60,7 @@ from fedbench.errors import FedbenchError
 from fedbench.experiment.codec import to_json
 from fedbench.experiment.fleet import expand_fleet
 from fedbench.experiment.schema import Experiment
-from fedbench.report.progress import PREFIX, console
+from fedbench.report.progress import PREFIX, WARNING, console
 from fedbench.runtime.base import Apps, Runtime
 from fedbench.runtime.bundle import write_bundle
 from fedbench.runtime.flower import (
@@ -411,7 +411,7 @@ class DeploymentRuntime(Runtime):
                     # streams: its warnings back on stderr, what it did on stdout (as the
                     # simulation's console prints them; the driver's own failure line is
                     # stderr's either way).
-                    warning = line.startswith(f"{PREFIX} warning:")
+                    warning = line.startswith(WARNING)
                     print(line, file=sys.stderr if warning else sys.stdout, flush=True)
                 elif verbose:
                     print(line, file=sys.stderr, flush=True)

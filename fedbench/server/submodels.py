@@ -139,21 +139,19 @@ class SubmodelEvaluation(TestSplitEvaluation):
     def __call__(self, server_round: int, arrays: ArrayRecord) -> dict[str, float]:
         self.model.load_state_dict(arrays.to_torch_state_dict())
         full = {k: v.clone() for k, v in self.model.state_dict().items()}  # as aggregated
-        with fixed_threads(self.threads):
-            self._static_bn(self.model)
-            loss, accuracy = evaluate(self.model, self.test)
+        loss, accuracy = self._score(self.model)
         out = {"accuracy": accuracy, "loss": loss, f"{ACCURACY_AT}1": accuracy}
         for rate, sub in self.subs.items():
             shapes = {k: tuple(v.shape) for k, v in sub.state_dict().items()}
             index = width.indices(full, shapes, self.rule, width.Extraction("first"))
             sub.load_state_dict(width.extract(full, index))
-            with fixed_threads(self.threads):
-                self._static_bn(sub)
-                _, accuracy = evaluate(sub, self.test)
-            out[f"{ACCURACY_AT}{rate:g}"] = accuracy
+            out[f"{ACCURACY_AT}{rate:g}"] = self._score(sub)[1]
         return out
 
-    def _static_bn(self, model: nn.Module) -> None:
-        if self.calibration is not None:
-            with torch.no_grad():
-                recalibrate_batchnorm(model, self.calibration, self.batch_size)
+    def _score(self, model: nn.Module) -> tuple[float, float]:
+        """Loss and accuracy on the test split, after static BN (class docstring)."""
+        with fixed_threads(self.threads):
+            if self.calibration is not None:
+                with torch.no_grad():
+                    recalibrate_batchnorm(model, self.calibration, self.batch_size)
+            return evaluate(model, self.test)
