@@ -7,6 +7,11 @@ at 1000 classes. `cifar_stem=True` swaps in a 3x3/1 conv without pooling for
 32x32 inputs, the usual CIFAR adaptation (ResNet50 then has 23,520,842
 parameters at 10 classes). Downsampling sits on the 3x3 conv of a
 bottleneck ("ResNet v1.5"), as in torchvision.
+
+`widths` are the stages' planes (default `width` * 2**stage: 64, 128, 256,
+512) and the stem is the first of them, as in HeteroFL's ResNet; a
+bottleneck's output is 4x its planes. A width-scaled submodel
+(fedbench.models.width) passes each ceil(r * planes).
 """
 
 from __future__ import annotations
@@ -72,10 +77,17 @@ class ResNet(nn.Module):
         in_channels: int = 3,
         cifar_stem: bool = False,
         width: int = 64,
+        widths: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
         if len(layers) == 0 or min(layers) < 1:
             raise FedbenchError(f"ResNet layers={list(layers)}: give >= 1 block per stage")
+        planes_of = list(widths) if widths is not None else self.stage_widths(layers, width)
+        if len(planes_of) != len(layers) or min(planes_of) < 1:
+            raise FedbenchError(
+                f"ResNet widths={planes_of}: one width >= 1 per stage of layers={list(layers)}"
+            )
+        width = planes_of[0]  # the stem's
         block: type[BasicBlock] | type[Bottleneck] = Bottleneck if bottleneck else BasicBlock
         if cifar_stem:
             stem: list[nn.Module] = [
@@ -93,7 +105,7 @@ class ResNet(nn.Module):
         blocks: list[nn.Module] = []
         cin = width
         for stage, count in enumerate(layers):
-            planes = width * 2**stage
+            planes = planes_of[stage]
             for i in range(count):
                 blocks.append(block(cin, planes, 2 if stage > 0 and i == 0 else 1))
                 cin = planes * block.expansion
@@ -102,6 +114,11 @@ class ResNet(nn.Module):
         for m in self.modules():
             if isinstance(m, nn.Conv2d):
                 nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+
+    @staticmethod
+    def stage_widths(layers: Sequence[int], width: int = 64) -> list[int]:
+        """The stages' planes when `widths` is not given: `width` doubling per stage."""
+        return [width * 2**stage for stage in range(len(layers))]
 
     def forward(self, x: Tensor) -> Tensor:
         return self.fc(self.features(x).flatten(1))

@@ -32,7 +32,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,9 +40,13 @@ import torch
 from torch import nn
 
 from fedbench.errors import FedbenchError
+from fedbench.models.densenet import DenseNet
 from fedbench.models.registry import build_from_config, model_config, model_names
+from fedbench.models.resnet import ResNet
 
 Index = tuple[torch.Tensor, ...]  # per dimension: the full model's indices it holds
+# (tensor, dim) -> the tensors whose outputs (dim 0), concatenated in order, make that dim.
+Concat = Mapping[tuple[str, int], tuple[str, ...]]
 
 
 @dataclass(frozen=True)
@@ -53,12 +57,22 @@ class WidthRule:
     # Parameters whose inputs (dim 1) are the last conv layer's map flattened: C x b each.
     flattened: tuple[str, ...] = ()
     blocks: Mapping[str, Mapping[int, int]] = field(default_factory=dict)  # param -> dim -> b
+    # The full widths of width arguments whose default is None (derived from the others).
+    derived: Callable[[Callable[[str], Any]], Mapping[str, Any]] | None = None
+    # The full model's concatenated input dimensions (DenseNet), from its tensors.
+    concat: Callable[[Mapping[str, torch.Tensor]], Concat] | None = None
 
     def net_at(self, net: Mapping[str, Any], rate: float) -> dict[str, Any]:
         """The net config at `rate`: each width argument ceil(rate * width)."""
         out = dict(net)
+
+        def get(key: str) -> Any:
+            return net[key] if key in net else _default(str(net["_target_"]), key)
+
         for key in self.widths:
-            value = net[key] if key in net else _default(str(net["_target_"]), key)
+            value = get(key)
+            if value is None and self.derived is not None:
+                value = self.derived(get)[key]
             if isinstance(value, int):
                 out[key] = scaled(value, rate)
             else:  # a list of widths; markers such as VGG's "M" stay
@@ -73,6 +87,29 @@ class WidthRule:
         return self.blocks.get(name, {}).get(dim, 1)
 
 
+def _dense_concat(full: Mapping[str, torch.Tensor]) -> Concat:
+    """DenseNet's concatenated inputs (fedbench.models.densenet), from its tensors in order.
+
+    A dense layer's conv (`*.conv.weight`) appends its outputs to the running
+    concatenation; any other conv (the stem, a transition) starts a new one.
+    Every BatchNorm tensor (dim 0), conv (dim 1) and the classifier (dim 1)
+    consumes the concatenation as it stands.
+    """
+    out: dict[tuple[str, int], tuple[str, ...]] = {}
+    parts: list[str] = []
+    for name, t in full.items():
+        if t.dim() == 4:
+            if parts:
+                out[(name, 1)] = tuple(parts)
+            parts = [*parts, name] if name.endswith(".conv.weight") else [name]
+        elif t.dim() == 2 and parts:  # the classifier: its bias is the classes'
+            out[(name, 1)] = tuple(parts)
+            parts = []
+        elif t.dim() == 1 and parts:
+            out[(name, 0)] = tuple(parts)
+    return out
+
+
 _RULES: dict[str, WidthRule] = {
     "fedbench.models.small_cnn.SmallCNN": WidthRule(("width",), ("classifier.weight",)),
     "fedbench.models.lenet.LeNet": WidthRule(("channels", "hidden"), ("classifier.0.weight",)),
@@ -80,6 +117,26 @@ _RULES: dict[str, WidthRule] = {
     "fedbench.models.vgg.VGG": WidthRule(("layers", "hidden"), ("classifier.0.weight",)),
     "fedbench.models.reduced_mobilenet.ReducedMobileNet": WidthRule(
         ("stem_width", "widths"), ("classifier.weight",)
+    ),
+    "fedbench.models.reduced_resnet.ReducedResNet": WidthRule(("stem_width", "widths")),
+    # The shortcut's outputs are the block's, so one window per size links them.
+    "fedbench.models.resnet.ResNet": WidthRule(
+        ("widths",),
+        derived=lambda get: {"widths": ResNet.stage_widths(get("layers"), get("width"))},
+    ),
+    # Depthwise convs: groups = channels, so a narrower net has narrower groups.
+    "fedbench.models.mobilenetv2.MobileNetV2": WidthRule(("stem_width", "widths", "last_width")),
+    "fedbench.models.mobilenetv3.MobileNetV3Small": WidthRule(
+        ("stem_width", "expanded", "outs", "squeeze", "last_width", "head_width")
+    ),
+    "fedbench.models.densenet.DenseNet": WidthRule(
+        ("stem_channels", "growth_rate", "transitions"),
+        derived=lambda get: {
+            "transitions": DenseNet.transition_widths(
+                get("depth"), get("growth_rate"), get("stem_channels")
+            )
+        },
+        concat=_dense_concat,
     ),
 }
 
@@ -154,10 +211,15 @@ def indices(
 ) -> dict[str, Index]:
     """Per tensor of the submodel: the full model's indices along each of its dimensions."""
     out: dict[str, Index] = {}
+    concat = rule.concat(full) if rule.concat is not None else {}
     for name, shape in sub_shapes.items():
         whole = full[name].shape
         per_dim = []
         for dim, (f, s) in enumerate(zip(whole, shape, strict=True)):
+            parts = concat.get((name, dim))
+            if parts is not None:
+                per_dim.append(_concatenated(full, sub_shapes, parts, how, (name, dim, f, s)))
+                continue
             b = rule.block(full, name, dim)
             if f % b or s % b:
                 raise ValueError(f"{name} dim {dim}: sizes {f}, {s} are not blocks of {b}")
@@ -165,6 +227,25 @@ def indices(
             per_dim.append((ch[:, None] * b + torch.arange(b)).reshape(-1))
         out[name] = tuple(per_dim)
     return out
+
+
+def _concatenated(
+    full: Mapping[str, torch.Tensor],
+    sub_shapes: Mapping[str, Sequence[int]],
+    parts: Sequence[str],
+    how: Extraction,
+    where: tuple[str, int, int, int],
+) -> torch.Tensor:
+    """A concatenated dimension's indices: of each part, the channels its producer holds."""
+    pieces, start, kept = [], 0, 0
+    for part in parts:
+        f, s = int(full[part].shape[0]), int(sub_shapes[part][0])
+        pieces.append(start + how.channels(f, s))
+        start, kept = start + f, kept + s
+    name, dim, f, s = where
+    if (start, kept) != (f, s):
+        raise ValueError(f"{name} dim {dim}: sizes {f}, {s} are not the concatenation of {parts}")
+    return torch.cat(pieces)
 
 
 def extract(

@@ -15,6 +15,7 @@ import json
 import math
 import os
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,8 @@ class RunWriter:
         self.meta = meta
         self.provenance = provenance(accelerator=accelerator)
         self.days: list[DayResult] = []
+        # Submodel algorithms: day -> width rate -> accuracy of that rate's submodel.
+        self.per_rate: dict[str, dict[str, float]] = {}
         self.statuses: Counter[str] = Counter()
         self.energy_j = 0.0  # over the reports that measured it (energy_known)
         self.energy_known = 0
@@ -64,6 +67,7 @@ class RunWriter:
         """Counters and the byte length of rounds.csv: a checkpoint's view of the folder."""
         return {
             "days": [asdict(d) for d in self.days],
+            "accuracy_per_rate": {day: dict(rates) for day, rates in self.per_rate.items()},
             "statuses": dict(self.statuses),
             "energy_j": self.energy_j,
             "energy_known": self.energy_known,
@@ -83,6 +87,9 @@ class RunWriter:
         the same rows, so they are moved to rounds.interrupted-<n>.csv.
         """
         self.days = [DayResult(**d) for d in state["days"]]
+        # Checkpoints written before accuracy_per_rate was checkpointed: none.
+        per_rate = state.get("accuracy_per_rate", {})
+        self.per_rate = {day: dict(rates) for day, rates in per_rate.items()}
         self.statuses = Counter(state["statuses"])
         self.energy_j = float(state["energy_j"])
         self.reports = int(state["reports"])
@@ -123,8 +130,11 @@ class RunWriter:
         """Joules of every report that measured energy (None: none did)."""
         return self.energy_j if self.energy_known else None
 
-    def day(self, result: DayResult) -> None:
+    def day(self, result: DayResult, per_rate: Mapping[str, float] | None = None) -> None:
+        """An evaluation's figures; `per_rate`: each width rate's accuracy (submodels)."""
         self.days.append(result)
+        if per_rate:
+            self.per_rate[str(result.day)] = dict(per_rate)
         self.virtual_time_s = result.virtual_time_s
         self._write_summary("running", "")
 
@@ -150,6 +160,7 @@ class RunWriter:
             "final_accuracy": last.accuracy if last else None,
             "accuracy_per_day": {str(d.day): d.accuracy for d in self.days},
             "days": [asdict(d) for d in self.days],
+            **self._per_rate(),
             "totals": {
                 "rounds": last.round if last else 0,
                 "reports": self.reports,
@@ -171,6 +182,15 @@ class RunWriter:
         tmp.write_text(redact_text(json.dumps(summary, indent=2, default=str)) + "\n")
         os.replace(tmp, path)
         return summary
+
+    def _per_rate(self) -> dict[str, Any]:
+        """summary.json's `accuracy_per_rate` and `final_accuracy_per_rate` (submodels only)."""
+        if not self.per_rate:
+            return {}
+        return {
+            "accuracy_per_rate": self.per_rate,
+            "final_accuracy_per_rate": next(reversed(self.per_rate.values())),
+        }
 
 
 def _nulls(value: Any) -> Any:

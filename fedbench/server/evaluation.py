@@ -106,5 +106,10 @@ def accuracy_of(metrics: Mapping[str, float]) -> float:
     return next((metrics[k] for k in ACCURACY_KEYS if k in metrics), math.nan)
 
 
+def accuracy_per_rate(metrics: Mapping[str, float]) -> dict[str, float]:
+    """A submodel evaluation's accuracy per width rate ("0.5" -> accuracy); {}: none."""
+    return {k[len(ACCURACY_AT) :]: v for k, v in metrics.items() if k.startswith(ACCURACY_AT)}
+
+
 def loss_of(metrics: Mapping[str, float]) -> float:
     return next((metrics[k] for k in LOSS_KEYS if k in metrics), math.nan)

@@ -40,7 +40,7 @@ from fedbench.report.server_rounds import ServerRound
 from fedbench.report.writer import DayResult
 from fedbench.scenarios.base import RoundSpec
 from fedbench.server import checkpoint
-from fedbench.server.evaluation import ACCURACY_AT, accuracy_of, loss_of
+from fedbench.server.evaluation import accuracy_of, accuracy_per_rate, loss_of
 from fedbench.server.fleet_view import FleetView
 from fedbench.server.run import Availability, LoopState, RoundOutcome, Run, ServerHook
 
@@ -104,15 +104,6 @@ class RecordHook(ServerHook):
             )
         )
         if outcome.evaluation is not None:
-            per_rate = {
-                k[len(ACCURACY_AT) :]: v
-                for k, v in outcome.evaluation.items()
-                if k.startswith(ACCURACY_AT)
-            }
-            if per_rate:  # a submodel algorithm: each width's accuracy, by day
-                days = self.writer.meta.setdefault("accuracy_per_rate", {})
-                days[str(outcome.spec.day)] = per_rate
-                self.writer.meta["final_accuracy_per_rate"] = per_rate
             self.writer.day(
                 DayResult(
                     outcome.spec.day,
@@ -122,7 +113,8 @@ class RecordHook(ServerHook):
                     state.now_s,
                     time.perf_counter() - self.wall_start,
                     outcome.host_round_s,
-                )
+                ),
+                accuracy_per_rate(outcome.evaluation),  # a submodel algorithm's widths
             )
 
 

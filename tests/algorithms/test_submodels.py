@@ -175,7 +175,7 @@ def test_evaluation_scores_the_whole_model_and_each_rates_submodel() -> None:
 @pytest.mark.parametrize(
     ("overrides", "expect"),
     [
-        (["model=resnet18"], "no width rule for submodels; supported: alexnet"),
+        (["model=vit_tiny"], "no width rule for submodels; supported: alexnet"),
         (["algorithm.rate_policy=deadline", "round_close=all"], "needs round_close.deadline_s"),
         (["mode=fedbuff"], "synchronous rounds only"),
     ],

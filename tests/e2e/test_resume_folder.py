@@ -10,6 +10,7 @@ rows were written and before the first checkpoint.
 from __future__ import annotations
 
 import csv
+import json
 import multiprocessing
 import os
 import signal
@@ -30,10 +31,10 @@ from tests.server.fakes import FakeGrid
 pytestmark = pytest.mark.slow
 
 NAMES = ["rpi4-000", "rpi4-001", "pixel2-000", "pixel2-001"]
-HOST_DEPENDENT = ("node", "host_wall_s")
+HOST_DEPENDENT = ("node", "host_wall_s", "worker")  # worker: pid@host of the call
 
 
-def _experiment(run_dir: Path) -> Experiment:
+def _experiment(run_dir: Path, overrides: tuple[str, ...] = ()) -> Experiment:
     experiment = compose_experiment(
         [
             "experiment=smoke",
@@ -42,16 +43,17 @@ def _experiment(run_dir: Path) -> Experiment:
             "scenario.days=3",
             "scenario.new_samples_per_day=24",
             "report.plots=false",
+            *overrides,
         ]
     )
     return replace(experiment, output_dir=str(run_dir))
 
 
-def _serve(run_dir: Path) -> None:
+def _serve(run_dir: Path, overrides: tuple[str, ...] = ()) -> None:
     task_identity()
     devices = Devices(None, [])
     grid = FakeGrid({n: devices.device(n) for n in NAMES}, nodes=range(1, 5))
-    run_server(grid, _experiment(run_dir), run_dir)
+    run_server(grid, _experiment(run_dir, overrides), run_dir)
 
 
 def _killed_before_first_checkpoint(run_dir: Path) -> None:
@@ -85,6 +87,48 @@ def test_a_kill_before_the_first_checkpoint_resumes_without_duplicates(tmp_path:
     assert _rows(crashed) == _rows(straight)  # every round once, same figures
     aside = list(csv.DictReader((crashed / "rounds.interrupted-1.csv").open()))
     assert len(aside) == 3  # the killed attempt's rows, kept but not mixed in
+
+
+HETEROFL = (
+    "algorithm=heterofl",
+    "algorithm.rate_policy=fixed",
+    "algorithm.rate=0.5",
+    "scenario.days=2",
+)
+
+
+def _killed_after_the_first_checkpoint(run_dir: Path) -> None:
+    save = checkpoint.save
+
+    def save_then_die(*args: object) -> None:
+        save(*args)  # type: ignore[arg-type]
+        os.kill(os.getpid(), signal.SIGKILL)  # round 1 checkpointed, round 2 to come
+
+    checkpoint.save = save_then_die  # type: ignore[assignment] # in the forked child only
+    _serve(run_dir, HETEROFL)
+
+
+def test_a_resumed_submodel_run_keeps_each_rates_accuracy(tmp_path: Path) -> None:
+    # summary.json's accuracy per width rate, day by day, as an uninterrupted run has it:
+    # the days before the kill come from the checkpoint (they were once only in memory).
+    straight = tmp_path / "straight"
+    _serve(straight, HETEROFL)
+    crashed = tmp_path / "crashed"
+    child = multiprocessing.get_context("fork").Process(
+        target=_killed_after_the_first_checkpoint, args=(crashed,)
+    )
+    child.start()
+    child.join(timeout=300)
+    assert child.exitcode == -signal.SIGKILL
+    assert checkpoint.load(crashed) is not None
+    _serve(crashed, HETEROFL)  # resumes after round 1
+    want = json.loads((straight / "summary.json").read_text())
+    got = json.loads((crashed / "summary.json").read_text())
+    assert got["accuracy_per_rate"] == want["accuracy_per_rate"]
+    assert list(want["accuracy_per_rate"]) == ["0", "1", "2"]  # day 0: the initial model
+    assert set(want["accuracy_per_rate"]["1"]) == {"1", "0.5", "0.25", "0.125", "0.0625"}
+    assert got["final_accuracy_per_rate"] == want["accuracy_per_rate"]["2"]
+    assert _rows(crashed) == _rows(straight)
 
 
 def test_a_damaged_rounds_csv_is_refused_naming_the_first_bad_line(tmp_path: Path) -> None:

@@ -40,7 +40,8 @@ def key_paths(value: object, prefix: str = "") -> set[str]:
         for key, item in value.items():
             path = f"{prefix}.{key}" if prefix else key
             out.add(path)
-            if key != "accuracy_per_day":  # keyed by day number
+            # Keyed by day number (and width rate): data, not names.
+            if key not in ("accuracy_per_day", "accuracy_per_rate", "final_accuracy_per_rate"):
                 out |= key_paths(item, path)
     elif isinstance(value, list) and value:
         out |= key_paths(value[0], prefix + "[]")
@@ -89,7 +90,7 @@ def test_every_summary_key_is_documented(tmp_path: Path) -> None:
     writer = RunWriter(tmp_path / "a", meta)
     writer.day(DayResult(0, 0, 0.5, 1.0, 0.0, 0.0))
     writer.rounds([RoundReport(1, 1, 0, "rpi4-000", "rpi4", "emulated", "ok", energy_j=2.0)])
-    writer.day(DayResult(1, 1, 0.6, 0.9, 10.0, 1.0, 0.5))
+    writer.day(DayResult(1, 1, 0.6, 0.9, 10.0, 1.0, 0.5), {"1": 0.6, "0.5": 0.4})  # submodels
     state = writer.state_dict()
     writer.finish("completed")
     resumed = RunWriter(tmp_path / "a", meta)  # a resumed run adds resumed_time
