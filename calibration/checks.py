@@ -7,6 +7,7 @@ or model) and sets the prediction next to the published figure.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fedbench.devices.constants import Constants
@@ -112,6 +113,47 @@ def paper001_devices(consts: Constants) -> list[Check]:
     return out
 
 
+# Paper 001's CPU-configuration table (time s, energy J) per setting x clock
+# step (H, M, L). Its model and batch are not named, so only ratios to
+# "big 4x H" are compared: they cancel the workload to first order and test
+# the power model's clusters, clocks and core counts on 20 measured points.
+PAPER001_CPU_TABLE: dict[str, tuple[float, float]] = {
+    "big 1x H": (4.2, 10.6),
+    "big 1x M": (5.4, 8.0),
+    "big 1x L": (10.8, 6.9),
+    "big 2x H": (2.6, 8.9),
+    "big 2x M": (3.2, 7.7),
+    "big 2x L": (6.4, 7.0),
+    "big 4x H": (2.0, 7.1),
+    "big 4x M": (3.3, 8.7),
+    "big 4x L": (8.4, 8.2),
+    "little 1x H": (25.0, 10.4),
+    "little 1x M": (33.9, 7.2),
+    "little 1x L": (57.8, 3.1),
+    "little 2x H": (13.3, 10.1),
+    "little 2x M": (18.0, 8.4),
+    "little 2x L": (31.8, 4.8),
+    "little 4x H": (8.0, 11.4),
+    "little 4x M": (11.0, 9.6),
+    "little 4x L": (52.3, 8.2),
+    "hybrid 8x H": (3.8, 13.4),
+    "hybrid 8x M": (6.5, 13.9),
+    "hybrid 8x L": (50.4, 14.4),
+}
+
+
+def _ratio_mape(
+    grid: dict[str, Emulation], which: int, value: Callable[[Emulation], float]
+) -> float:
+    ref = value(grid["big 4x H"])
+    errors = [
+        abs((value(grid[k]) / ref) / (v[which] / PAPER001_CPU_TABLE["big 4x H"][which]) - 1)
+        for k, v in PAPER001_CPU_TABLE.items()
+        if k != "big 4x H"
+    ]
+    return 100.0 * sum(errors) / len(errors)
+
+
 def paper001_cores(consts: Constants) -> list[Check]:
     """Paper 001's CPU-configuration table, on the Meizu 16T (MobileNetV2, batch 4)."""
     w = load("mobilenetv2", 4)
@@ -145,6 +187,20 @@ def paper001_cores(consts: Constants) -> list[Check]:
             "energy above idle, as the paper's 3.1 J over 57.8 s implies",
         ),
         Check("least-energy config: slowdown vs fastest", "paper 001", "28.9x", f"{slow:.1f}x", ""),
+        Check(
+            "CPU table: time relative to big 4x H, 20 settings",
+            "paper 001 CPU table",
+            "0% MAPE",
+            f"{_ratio_mape(grid, 0, lambda e: e.latency_s):.1f}% MAPE",
+            "never fitted; model and batch unnamed, so ratios (MobileNetV2 batch 4)",
+        ),
+        Check(
+            "CPU table: energy above idle relative to big 4x H, 20 settings",
+            "paper 001 CPU table",
+            "0% MAPE",
+            f"{_ratio_mape(grid, 1, active_j):.1f}% MAPE",
+            "never fitted: the power model's clusters, clocks and core counts",
+        ),
         Check(
             "least-energy config: energy vs fastest",
             "paper 001",

@@ -70,6 +70,12 @@ def _cpu_params(fw: str) -> list[Param]:
     ]
     if fw == "pytorch":
         out.append(Param(f"{at}.input_cycles_per_byte", 10.0, 0.01, 1e4, 1.5, "RPi fine-tune rows"))
+        # Prior 1.5, as wide as the other efficiencies (sigma 1): a BLAS SGEMM over
+        # batch x tokens rows against slow_conv2d's GEMM per image with its
+        # panels re-packed each time (constants.CpuFramework.matmul_speedup).
+        out.append(
+            Param(f"{at}.matmul_speedup", 1.5, 0.25, 6.0, 1.0, f"{rows}: ViT (linear layers)")
+        )
     else:
         out += [
             Param(f"{at}.runtime_mb", 60.0, 1.0, 2000.0, 1.0, "Meizu RES of LeNet rows"),
@@ -98,6 +104,11 @@ PARAMS: tuple[Param, ...] = (
 # Not identifiable from the published rows: set from a source or a
 # measurement, never tuned to the rows (calibration/report.md says so).
 FIXED: dict[str, tuple[float, str]] = {
+    "cpu.mnn.matmul_speedup": (
+        1.0,
+        "MNN runs inner-product (linear) layers as 1x1 convolutions through the same "
+        "packed GEMM kernels as its other convolutions",
+    ),
     "cpu.mnn.input_cycles_per_byte": (
         0.0,
         "MNN's benchmark times sgd->step() only; data loading is outside the timed region",

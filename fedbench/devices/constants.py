@@ -86,6 +86,15 @@ class CpuFramework:
     # Forward k x k stride-1 convolutions run this much faster than their
     # nominal FLOPs (Winograd: MNN's ConvolutionWinograd, NNPACK).
     winograd_speedup: Annotated[float, Bound("x", 1.0, 10.0)]
+    # Plain GEMMs (linear layers, batched attention matmuls: the `matmul`
+    # kind) run this much faster than the convolutions' GEMM efficiency.
+    # PyTorch's CPU convolution (slow_conv2d) lowers each image of the
+    # batch to its own im2col GEMM of N = that image's output pixels, and
+    # re-packs both panels per image, while a linear layer or bmm is one
+    # BLAS call over batch x tokens rows that reaches the BLAS kernel's
+    # own rate. MNN runs its inner-product layers as 1x1 convolutions
+    # through the same packed kernels, so its ratio is 1.
+    matmul_speedup: Annotated[float, Bound("x", 0.25, 10.0)]
     # Cycles per element written, on top of the elementwise roofline, of
     # pools (max/average and their backward) and of normalisations
     # (batch/layer/group norm and their backward).

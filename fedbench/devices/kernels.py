@@ -18,7 +18,10 @@ with n_eff_i = 1 + (n - 1) o_i / (o_i + o_half) the threads a call with o_i
 output elements keeps busy (optimizer calls run on the main thread:
 n = 1), eff_i the framework's efficiency for the call's kind and pass
 (GEMM-shaped, depthwise, elementwise), scaled by the Winograd speed-up for
-forward k x k stride-1 convolutions and by n / (n + narrow_half) for a
+forward k x k stride-1 convolutions, by the framework's `matmul_speedup`
+for plain GEMMs (linear layers, attention's batched matmuls: one BLAS
+call over batch x tokens rows where a convolution is lowered image by
+image), and by n / (n + narrow_half) for a
 GEMM whose narrowest dimension is n, cycles_i the framework's cycles per
 element written by a pool or a normalisation (0 for other calls), and
 dispatch_i the framework's serial per-call cost in cycles of the main core,
@@ -200,6 +203,8 @@ def cpu_efficiency(table: CallTable, fw: CpuFramework, shared: Shared, rig: CpuR
     )
     winograd = (table.kind == KIND["conv_kxk"]) & (table.phase == FORWARD)
     eff = np.where(winograd, eff * fw.winograd_speedup, eff)
+    # One BLAS call over the whole batch, not a GEMM per image (CpuFramework.matmul_speedup).
+    eff = np.where(table.kind == KIND["matmul"], eff * fw.matmul_speedup, eff)
     thin = gemm & (table.narrow > 0)
     width = table.narrow / (table.narrow + fw.narrow_half)
     return np.where(thin, eff * width, eff)

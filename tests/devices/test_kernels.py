@@ -95,6 +95,18 @@ def test_winograd_speeds_up_forward_kxk_convolutions_only() -> None:
     assert back == pytest.approx(seconds(table("conv_strided", phase=BACKWARD)))
 
 
+def test_plain_gemms_run_at_the_matmul_speedup_of_the_convolutions_rate() -> None:
+    """A linear layer / bmm is one BLAS call over the batch; a conv is lowered per image."""
+    compute_bound = {"flops": 1e10, "nbytes": 1e5, "narrow": 1e4}
+    for speedup in (1.0, 2.0):
+        fw = dataclasses.replace(FW, matmul_speedup=speedup)
+        conv = cpu_call_seconds(table("conv1x1", **compute_bound), RIG, fw, SHARED).roofline[0]
+        gemm = cpu_call_seconds(table("matmul", **compute_bound), RIG, fw, SHARED).roofline[0]
+        assert conv / gemm == pytest.approx(speedup)
+    # MNN runs its inner products as 1x1 convolutions: the same kernels.
+    assert CONSTS.framework("mnn").matmul_speedup == 1.0
+
+
 def test_per_call_dispatch_is_serial_and_scales_with_the_main_clock() -> None:
     """A tiny call costs its dispatch, in cycles of the main core, whatever the threads."""
     tiny = table("elementwise", flops=10, nbytes=100, outputs=10)
