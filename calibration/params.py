@@ -99,6 +99,14 @@ PARAMS: tuple[Param, ...] = (
     Param("gpu.tensorflow.launch_us", 20.0, 0.1, 1e4, 1.5, "TX2 GPU batch-4 rows"),
     Param("gpu.tensorflow.occupancy_half_per_lane", 64.0, 0.1, 1e5, 1.5, "TX2 GPU batch 4 vs 64"),
     Param("gpu.tensorflow.dispatch_kcycles", 150.0, 1.0, 1e5, 1.5, "TX2 GPU deep-RL rows"),
+    Param(
+        "gpu.tensorflow.transform_eff",
+        0.1,
+        1e-4,
+        1.0,
+        1.5,
+        "TX2 GPU ResNet50 (25M parameters) vs DenseNet40 (1M)",
+    ),
 )
 
 # Not identifiable from the published rows: set from a source or a
@@ -145,6 +153,12 @@ FIXED: dict[str, tuple[float, str]] = {
         0.0,
         "a Jetson's GPU shares the DRAM with the CPU: CUDA tensors stay where they are "
         "(only the input batch is copied, at copy_gbs)",
+    ),
+    "gpu.tensorflow.filter_transform_passes": (
+        2.0,
+        "TensorFlow's conv_ops.cc: filters stay HWIO, cuDNN takes OIHW, so TransformFilter "
+        "reads and writes the filter before every forward and input-gradient call, and the "
+        "filter gradient is transformed back after every filter-gradient call",
     ),
     "gpu.tensorflow.overlap": (
         1.0,

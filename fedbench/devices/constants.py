@@ -174,6 +174,15 @@ class GpuFramework:
     # Host-device synchronisation per call on top of both (an executor that
     # maps each result back, or finishes the queue, before the next call).
     sync_us: Annotated[float, Bound("us per call", 0.0, 1e5)] = 0.0
+    # Passes over a convolution's filter bytes that re-lay it out on every
+    # call (TensorFlow keeps filters HWIO and cuDNN takes OIHW: conv_ops.cc
+    # runs TransformFilter before each forward and input-gradient call and
+    # transforms the filter gradient back after each filter-gradient call; a
+    # pass reads and writes the filter, so 2), and the share of the DRAM
+    # bandwidth those transpose kernels reach. 0 for a stack that lays its
+    # filters out once.
+    filter_transform_passes: Annotated[float, Bound("x the filter bytes", 0.0, 20.0)] = 0.0
+    transform_eff: Annotated[float, Bound("fraction of DRAM bandwidth", 1e-4, 1.0)] = 1.0
 
 
 @dataclass(frozen=True)

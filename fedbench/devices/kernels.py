@@ -43,6 +43,14 @@ call pays `sync_us` on top:
 
     t_i = device_i + host_i - overlap x min(device_i, host_i) + sync + transfer_i
 
+A stack that keeps convolution filters in another layout than its kernels
+take re-lays them out around every convolution call: TensorFlow stores
+HWIO and cuDNN reads OIHW, so device_i of a convolution carries
+`filter_transform_passes` x its filter bytes at `transform_eff` of the DRAM
+bandwidth, and one more launch. That cost follows the parameters, not the
+batch: paper 000's TX2 throughputs put ResNet50's (25M parameters) fixed
+time per step at ~4x DenseNet40's (1M), with a similar number of calls.
+
 Frameworks that map buffers per op (OpenCL) copy a share of the operands
 between host and device memory at the profile's copy bandwidth
 (`transfer_i`); CUDA on a Jetson keeps tensors in the unified DRAM the GPU
@@ -68,6 +76,7 @@ PHASE_NAMES: tuple[str, ...] = ("forward", "backward", "optimizer")
 FORWARD, BACKWARD, OPTIMIZER = range(3)
 KIND = {k: i for i, k in enumerate(KINDS)}
 GEMM_KINDS = np.array([KIND[k] for k in ("matmul", "conv1x1", "conv_kxk", "conv_strided")])
+CONV_KINDS = np.array([KIND[k] for k in ("conv1x1", "conv_kxk", "conv_strided")])
 # The op class each kind belongs to (for the per-class breakdown); the rest are dense.
 _CLASS_OF_KIND = {
     "depthwise": "depthwise",
@@ -293,6 +302,10 @@ def gpu_call_seconds(table: CallTable, rig: GpuRig, fw: GpuFramework) -> GpuCall
     compute = table.flops / GB / (rig.peak_gflops * eff * occupancy)
     memory = table.bytes / GB / (rig.dram_gbs * fw.elementwise_eff * occupancy)
     device = np.maximum(compute, memory) + fw.launch_us * 1e-6
+    # Filter re-layout kernels around each convolution (one more launch each).
+    conv = np.isin(table.kind, CONV_KINDS) & (fw.filter_transform_passes > 0)
+    relayout = fw.filter_transform_passes * table.weights / GB / (rig.dram_gbs * fw.transform_eff)
+    device = device + np.where(conv, relayout + fw.launch_us * 1e-6, 0.0)
     dispatch = np.full(len(table), fw.dispatch_kcycles * 1e3) / (rig.host_ghz * GB)
     transfer = fw.transfer_fraction * table.bytes / GB / (rig.copy_gbs * fw.copy_eff)
     sync = np.full(len(table), fw.sync_us * 1e-6)

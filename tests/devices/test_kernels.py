@@ -233,3 +233,21 @@ def test_an_asynchronous_queue_hides_the_shorter_of_host_and_gpu_work() -> None:
     waiting = gpu_call_seconds(call, GPU_RIG, dataclasses.replace(fw, overlap=0.0, sync_us=40.0))
     assert waiting.total[0] == pytest.approx(device + host + 40e-6)
     assert waiting.exposed_dispatch[0] == pytest.approx(host)
+
+
+def test_tensorflow_pays_a_filter_transform_per_convolution_not_per_matmul() -> None:
+    """TensorFlow keeps filters HWIO and cuDNN takes OIHW (conv_ops.cc's TransformFilter):
+    each convolution call reads and writes its filter `filter_transform_passes` times at
+    `transform_eff` of the DRAM bandwidth, plus one more launch; a matmul, and a stack
+    that lays its filters out once (passes 0), pays nothing."""
+    fw = dataclasses.replace(
+        CONSTS.gpu_framework("tensorflow"), filter_transform_passes=2.0, transform_eff=0.1
+    )
+    rig = GpuRig(lanes=256.0, peak_gflops=665.0, dram_gbs=59.7, copy_gbs=59.7, host_ghz=2.0)
+    none = dataclasses.replace(fw, filter_transform_passes=0.0)
+    conv = table(kind="conv_kxk", weights=9.4e6)
+    extra = gpu_call_seconds(conv, rig, fw).device[0] - gpu_call_seconds(conv, rig, none).device[0]
+    assert extra == pytest.approx(2.0 * 9.4e6 / 1e9 / (59.7 * 0.1) + fw.launch_us * 1e-6)
+    matmul = table(kind="matmul", weights=9.4e6)
+    same = gpu_call_seconds(matmul, rig, none).device[0]
+    assert gpu_call_seconds(matmul, rig, fw).device[0] == same
