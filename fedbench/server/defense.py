@@ -171,7 +171,10 @@ def distance(update: ArrayRecord, reference: Mapping[str, np.ndarray]) -> float:
         if a.dtype.kind != "f":
             continue
         d = a.astype(np.float64).ravel() - reference[key].astype(np.float64).ravel()
-        total += float(np.dot(d, d))
+        # einsum, not np.dot: np.dot goes to OpenBLAS, whose threads spin against the
+        # Ray workers for the cores; on a busy 2-core host one small CNN update took
+        # 18 ms that way, 0.08 ms this way (a round compares every update).
+        total += float(np.einsum("i,i->", d, d))
     return math.sqrt(total)
 
 

@@ -46,7 +46,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
-from torch.func import functional_call, grad_and_value, vmap
+from torch.func import functional_call, vmap
 
 from fedbench.core.workload import Workload
 from fedbench.data.source import Tensors
@@ -237,7 +237,23 @@ def _train_block(
         return nn.functional.cross_entropy(functional_call(model, (w, b), (x,)), y)
 
     randomness = "different" if _random(model) else "error"
-    step = vmap(grad_and_value(loss_of), randomness=randomness)
+    losses_of = vmap(loss_of, randomness=randomness)
+
+    def step(w: State, b: State, x: torch.Tensor, y: torch.Tensor) -> tuple[State, torch.Tensor]:
+        # One vmapped forward, then plain autograd on the sum of the devices' losses:
+        # each device's loss depends on its own slice only, so the sum's gradient is
+        # every device's gradient, stacked. torch.func.grad would give the same, but it
+        # imports torch._dynamo and sympy (~70 MB in every Ray worker) on its first call.
+        with torch.enable_grad():  # as torch.func.grad: whatever the caller's grad mode
+            leaves = {k: v.detach().requires_grad_() for k, v in w.items()}
+            losses = losses_of(leaves, b, x, y)
+            found = torch.autograd.grad(losses.sum(), list(leaves.values()), allow_unused=True)
+        grads = {
+            k: torch.zeros_like(v) if g is None else g
+            for (k, v), g in zip(leaves.items(), found, strict=True)
+        }
+        return grads, losses.detach()
+
     size = len(datas[0])
     xs = torch.stack([d.x for d in datas])  # (devices, examples, ...): one gather per step
     ys = torch.stack([d.y for d in datas])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+import fedbench.population.draw as draw_module
 from fedbench.core.device import DeviceState
 from fedbench.experiment.fleet import expand_fleet
 from fedbench.ledger import Ledger
@@ -85,3 +86,26 @@ def test_idle_drain_starts_where_training_ended_not_at_the_rounds_start() -> Non
     idle_pct = 100.0 * pop.idle_w[i] * (hour - 600.0) / (pop.capacity_wh[i] * 3600.0)
     assert idle_pct > 0
     assert np.isclose(ledger.battery_pct[i], after - idle_pct)  # 50 idle minutes, not 60
+
+
+def test_a_rounds_link_jitter_is_per_device_and_drawn_only_for_the_devices_asked() -> None:
+    view, _ = _view()
+    pop = view.population
+    assert pop is not None
+    some = np.array([3, 7, 11])
+    alone = [pop.link(4, np.array([i])) for i in some]
+    together = pop.link(4, some)
+    for k, one in enumerate(alone):  # device i's jitter does not depend on who else is asked
+        assert [float(c[0]) for c in one] == [float(c[k]) for c in together]
+    # O(devices asked): an index far past any fleet still has its own draw, so no
+    # fleet-sized array is drawn behind it.
+    far = np.array([10**9, 10**9 + 1])
+    normals = draw_module._normals(draw_module._key(pop.seed, 7, 4), far, 3)
+    assert normals.shape == (3, 2) and np.isfinite(normals).all()
+    # Lognormal jitter with the configured sigma, centred on the device's own link.
+    many = draw_module._normals(draw_module._key(pop.seed, 7, 4), np.arange(200_000), 3)
+    assert abs(float(many.mean())) < 0.01 and abs(float(many.std()) - 1.0) < 0.01
+    down, _, _ = pop.link(5, np.arange(len(pop)))
+    has = np.isfinite(pop.down_mbps) & (pop.down_mbps > 0)
+    ratio = np.log(down[has] / pop.down_mbps[has])
+    assert abs(float(ratio.std()) - pop.jitter) < 0.5 * pop.jitter

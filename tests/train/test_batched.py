@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from collections.abc import Sequence
 
 import pytest
@@ -267,3 +269,22 @@ def test_a_vmapped_step_holds_at_most_max_vmap_examples(monkeypatch: pytest.Monk
     for (a, loss_a), (b, loss_b) in zip(blocks, whole, strict=True):
         assert abs(loss_a - loss_b) < 1e-5
         assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
+
+
+def test_batched_training_does_not_import_dynamo() -> None:
+    # torch.func.grad imports torch._dynamo and sympy on its first call (~70 MB in every
+    # Ray worker); batched training takes its gradients with plain autograd instead.
+    code = (
+        "import sys, torch\n"
+        "from fedbench.data.source import Tensors\n"
+        "from fedbench.models.small_cnn import SmallCNN\n"
+        "from fedbench.train.batched import train_batched\n"
+        "from fedbench.train.loop import TrainParams\n"
+        "x, y = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))\n"
+        "datas = [Tensors(x, y) for _ in range(2)]\n"
+        "train_batched(SmallCNN(), datas, TrainParams(4, 1, 0.1, 0.0, 0.0), [0, 1])\n"
+        "print('torch._dynamo' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "False"
