@@ -149,6 +149,16 @@ class SubmodelStrategy(FedAvg):
         width.width_rule(self.model)  # refuses a model without a width rule
         self.device_rates = np.asarray(device_rates, dtype=np.float64)
 
+    @property
+    def trained_rate(self) -> float:
+        """The widest submodel any device trains: the model this federation produces.
+
+        1 (the whole model) when rates follow the devices' budgets or the
+        deadline; `rate` under `fixed`, where no device ever trains the channels
+        beyond it, so the whole model's accuracy says nothing about the run.
+        """
+        return self.rate if self.rate_policy == "fixed" else 1.0
+
     # What subclasses choose.
     def extraction(self, server_round: int) -> width.Extraction:
         return width.Extraction("first")

@@ -110,6 +110,7 @@ class OwnApp(ServerSide):
                 strategy.rates,
                 calibration=self.ctx.splits.server,  # HeteroFL's static BN, on the server's data
                 batch_size=self.experiment.train.batch_size,
+                headline=strategy.trained_rate,
             )
         return TestSplitEvaluation(self.model, self.ctx.splits.test, self.threads)
 

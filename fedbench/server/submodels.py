@@ -117,6 +117,12 @@ class SubmodelEvaluation(TestSplitEvaluation):
     test split), in one pass in training mode without a gradient. The
     global model the devices get is not changed; with no calibration data
     the aggregated statistics are used as they are.
+
+    `accuracy` and `loss` (what targets, figures and the analysis read) are
+    those of `headline`, the widest rate any device trains
+    (`SubmodelStrategy.trained_rate`): the whole model, or under
+    `rate_policy=fixed` the fixed rate's submodel, whose channels are the only
+    ones trained. `accuracy@r1` is always the whole model's.
     """
 
     def __init__(
@@ -128,13 +134,16 @@ class SubmodelEvaluation(TestSplitEvaluation):
         rates: Sequence[float],
         calibration: Tensors | None = None,
         batch_size: int = 32,
+        headline: float = 1.0,
     ) -> None:
         super().__init__(model, test, threads)
+        self.headline = float(headline)
         self.calibration = calibration if calibration is not None and len(calibration) else None
         self.batch_size = batch_size
         self.config = config
         self.rule = width.width_rule(config)
-        self.subs = {r: width.build_at(config, r) for r in rates if r < 1}
+        scored = sorted({*rates, self.headline}, reverse=True)
+        self.subs = {r: width.build_at(config, r) for r in scored if r < 1}
 
     def __call__(self, server_round: int, arrays: ArrayRecord) -> dict[str, float]:
         self.model.load_state_dict(arrays.to_torch_state_dict())
@@ -145,7 +154,10 @@ class SubmodelEvaluation(TestSplitEvaluation):
             shapes = {k: tuple(v.shape) for k, v in sub.state_dict().items()}
             index = width.indices(full, shapes, self.rule, width.Extraction("first"))
             sub.load_state_dict(width.extract(full, index))
-            out[f"{ACCURACY_AT}{rate:g}"] = self._score(sub)[1]
+            sub_loss, sub_accuracy = self._score(sub)
+            out[f"{ACCURACY_AT}{rate:g}"] = sub_accuracy
+            if rate == self.headline:
+                out["accuracy"], out["loss"] = sub_accuracy, sub_loss
         return out
 
     def _score(self, model: nn.Module) -> tuple[float, float]:

@@ -172,6 +172,32 @@ def test_evaluation_scores_the_whole_model_and_each_rates_submodel() -> None:
     assert out["accuracy@r0.5"] == pytest.approx(expected)
 
 
+def test_a_fixed_rate_runs_accuracy_is_its_submodels_not_the_untrained_whole() -> None:
+    # Under rate_policy=fixed every device trains the rate's slice and nothing else: the
+    # run's `accuracy` (targets, figures, the analysis) is that submodel's. In the
+    # submodel study the whole model of a fixed 1/16 run scored 42% while what was
+    # trained scored 97%, and the analysis said "never reached the target".
+    from fedbench.algorithms.submodels import SubmodelStrategy
+    from fedbench.data.source import Tensors
+    from fedbench.server.submodels import SubmodelEvaluation
+
+    assert SubmodelStrategy(rate_policy="fixed", rate=0.25).trained_rate == 0.25
+    assert SubmodelStrategy(rate_policy="budget", rate=0.25).trained_rate == 1.0
+    cfg = model_config("small_cnn")
+    torch.manual_seed(0)
+    model = build_at(cfg, 1.0)
+    test = Tensors(torch.randn(64, 3, 32, 32), torch.randint(0, 10, (64,)))
+    rates = [1.0, 0.5, 0.0625]
+    whole = SubmodelEvaluation(build_at(cfg, 1.0), test, 1, cfg, rates)(
+        1, ArrayRecord(model.state_dict())
+    )
+    fixed = SubmodelEvaluation(build_at(cfg, 1.0), test, 1, cfg, rates, headline=0.3)
+    out = fixed(1, ArrayRecord(model.state_dict()))
+    assert out["accuracy"] == out["accuracy@r0.3"]  # scored although not in `rates`
+    assert out["accuracy@r1"] == whole["accuracy"]
+    assert out["loss"] != whole["loss"]  # the slice's loss, not the whole model's
+
+
 @pytest.mark.parametrize(
     ("overrides", "expect"),
     [
