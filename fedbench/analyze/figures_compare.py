@@ -128,7 +128,11 @@ def to_target(rows: list[StrategyRow]) -> Figure | str:
     if not reached:
         return "no run reached the target accuracy"
     styles = strategy_styles(r.strategy for r in rows)
-    fig = Figure(figsize=(10, 0.35 * len(rows) + 1.8))
+    labels = [textwrap.fill(r.strategy, 30) for r in rows]
+    # Each bar gets the height of the longest label: a sweep's labels name every key
+    # that differs between arms and wrap to four lines, which overlapped at 0.35".
+    lines = max(label.count("\n") + 1 for label in labels)
+    fig = Figure(figsize=(10, max(0.35, 0.15 * lines + 0.1) * len(rows) + 1.8))
     left, right = fig.subplots(1, 2, sharey=True)
     ys = np.arange(len(rows))
     for ax, key, what in (
@@ -160,7 +164,7 @@ def to_target(rows: list[StrategyRow]) -> Figure | str:
         ax.grid(axis="x", alpha=0.3)
         ax.set_axisbelow(True)
     left.set_yticks(ys)
-    left.set_yticklabels([textwrap.fill(r.strategy, 30) for r in rows], fontsize=8)
+    left.set_yticklabels(labels, fontsize=8)
     left.invert_yaxis()
     fig.suptitle(
         f"{rows[0].experiment}: to {100 * rows[0].target:.1f}% accuracy "
