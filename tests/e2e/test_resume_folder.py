@@ -14,6 +14,7 @@ import json
 import multiprocessing
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -69,17 +70,20 @@ def _rows(run_dir: Path) -> list[dict[str, str]]:
     return [{k: v for k, v in r.items() if k not in HOST_DEPENDENT} for r in rows]
 
 
+def _killed_in_a_fork(serve: Callable[[Path], None], run_dir: Path) -> None:
+    """Run `serve(run_dir)` in a forked child, which must end by SIGKILL."""
+    child = multiprocessing.get_context("fork").Process(target=serve, args=(run_dir,))
+    child.start()
+    child.join(timeout=300)
+    assert child.exitcode == -signal.SIGKILL
+
+
 def test_a_kill_before_the_first_checkpoint_resumes_without_duplicates(tmp_path: Path) -> None:
     straight = tmp_path / "straight"
     _serve(straight)
 
     crashed = tmp_path / "crashed"
-    child = multiprocessing.get_context("fork").Process(
-        target=_killed_before_first_checkpoint, args=(crashed,)
-    )
-    child.start()
-    child.join(timeout=300)
-    assert child.exitcode == -signal.SIGKILL
+    _killed_in_a_fork(_killed_before_first_checkpoint, crashed)
     assert not (crashed / checkpoint.CHECKPOINT).exists()
     assert len(_rows(crashed)) == 3  # round 1's rows, then the kill
 
@@ -114,12 +118,7 @@ def test_a_resumed_submodel_run_keeps_each_rates_accuracy(tmp_path: Path) -> Non
     straight = tmp_path / "straight"
     _serve(straight, HETEROFL)
     crashed = tmp_path / "crashed"
-    child = multiprocessing.get_context("fork").Process(
-        target=_killed_after_the_first_checkpoint, args=(crashed,)
-    )
-    child.start()
-    child.join(timeout=300)
-    assert child.exitcode == -signal.SIGKILL
+    _killed_in_a_fork(_killed_after_the_first_checkpoint, crashed)
     assert checkpoint.load(crashed) is not None
     _serve(crashed, HETEROFL)  # resumes after round 1
     want = json.loads((straight / "summary.json").read_text())
