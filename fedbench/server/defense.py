@@ -12,8 +12,7 @@ hostile. Two things are checked here (fedbench.server.replies applies them):
 - **the update** (`Defense.examples_bound`, `distance_outliers`): num-examples
   must be a positive integer no larger than what the server knows the
   device holds, and an update may not lie farther from the global model
-  than `max_norm_ratio` times the round's median distance (root mean square
-  per parameter, so submodels of any size compare; a norm bound in
+  than `max_norm_ratio` times the round's median distance (a norm bound in
   the spirit of Sun et al., "Can you really backdoor federated learning?",
   2019). Robust aggregators (`algorithm=` FedMedian, Krum, ...) stay
   available for research on attacks; set `defense.max_norm_ratio=null`
@@ -161,21 +160,12 @@ class Defense:
 
 
 def distance(update: ArrayRecord, reference: Mapping[str, np.ndarray]) -> float:
-    """Root-mean-square distance per parameter between an update and the model it was sent.
+    """L2 distance between an update and the global model over floating-point arrays.
 
-    Per parameter, not the L2 norm: under a submodel algorithm (HeteroFL, FjORD,
-    FedRolex) each device returns its own slice, and an L2 norm grows with the
-    slice's size, so the one device that held the whole model looked 10x "too far"
-    from a round of 1/16 submodels it had moved no further than (seen in the
-    submodel study: an honest Raspberry Pi 4 at rate 1 refused). When every update
-    has the model's size, RMS is the L2 norm over one constant, and the round's
-    ratios to its median are the same as before.
-
-    `reference` holds the values the device was sent, decoded once per round
+    `reference` holds the global model's values, decoded once per round
     (fedbench.arrays.decode): a round compares every update with them.
     """
     total = 0.0
-    count = 0
     for key, array in update.items():
         a = array.numpy()
         if a.dtype.kind != "f":
@@ -185,8 +175,7 @@ def distance(update: ArrayRecord, reference: Mapping[str, np.ndarray]) -> float:
         # Ray workers for the cores; on a busy 2-core host one small CNN update took
         # 18 ms that way, 0.08 ms this way (a round compares every update).
         total += float(np.einsum("i,i->", d, d))
-        count += d.size
-    return math.sqrt(total / count) if count else 0.0
+    return math.sqrt(total)
 
 
 def distance_outliers(distances: Mapping[str, float], max_ratio: float | None) -> dict[str, str]:
@@ -203,8 +192,7 @@ def distance_outliers(distances: Mapping[str, float], max_ratio: float | None) -
         return {}
     limit = max_ratio * median
     return {
-        name: f"refused: update distance {d:.3g} (RMS per parameter) > {max_ratio:g} x "
-        f"the round's median {median:.3g}"
+        name: f"refused: update distance {d:.3g} > {max_ratio:g} x the round's median {median:.3g}"
         for name, d in distances.items()
         if not d <= limit
     }

@@ -254,22 +254,3 @@ def test_scalar_arrays_keep_their_shape_round_after_round() -> None:
     assert problem == "" and clean is not None
     assert clean["n"].shape == reference["n"].shape == ()
     assert clean["w"].numpy().dtype == np.float32
-
-
-def test_a_whole_model_update_among_submodels_is_not_an_outlier() -> None:
-    """Submodels (HeteroFL, FjORD) return slices of different sizes: one device holds the
-    whole model, four a 1/16 slice, and every weight moved by the same 0.01. Under an L2
-    norm the whole model lay 4x the median from its model (refused at a ratio of 3, as a
-    rate-1 Raspberry Pi was in the submodel study); per parameter they are all 0.01."""
-    from fedbench.server.defense import distance, distance_outliers
-
-    def moved(n: int) -> tuple[ArrayRecord, dict[str, np.ndarray]]:
-        sent = np.zeros(n, dtype=np.float32)
-        return ArrayRecord({"w": torch.from_numpy(sent + 0.01)}), {"w": sent}
-
-    distances = {"whole": distance(*moved(1600))}
-    distances.update({f"slice{i}": distance(*moved(100)) for i in range(4)})
-    assert all(math.isclose(d, 0.01, rel_tol=1e-5) for d in distances.values())
-    assert distance_outliers(distances, 3.0) == {}
-    distances["attacker"] = distance(ArrayRecord({"w": torch.full((100,), 1.0)}), moved(100)[1])
-    assert set(distance_outliers(distances, 3.0)) == {"attacker"}
