@@ -12,7 +12,9 @@ hostile. Two things are checked here (fedbench.server.replies applies them):
 - **the update** (`Defense.examples_bound`, `distance_outliers`): num-examples
   must be a positive integer no larger than what the server knows the
   device holds, and an update may not lie farther from the global model
-  than `max_norm_ratio` times the round's median distance (a norm bound in
+  than `max_norm_ratio` times the median distance of the round's updates of
+  the same model shape (per-device submodels are compared within their
+  width; a norm bound in
   the spirit of Sun et al., "Can you really backdoor federated learning?",
   2019). Robust aggregators (`algorithm=` FedMedian, Krum, ...) stay
   available for research on attacks; set `defense.max_norm_ratio=null`

@@ -254,3 +254,40 @@ def test_scalar_arrays_keep_their_shape_round_after_round() -> None:
     assert problem == "" and clean is not None
     assert clean["n"].shape == reference["n"].shape == ()
     assert clean["w"].numpy().dtype == np.float32
+
+
+def test_submodel_updates_are_bounded_against_updates_of_their_own_width() -> None:
+    """HeteroFL/FjORD send slices of different sizes: one device the whole model, the
+    others a 1/16 slice. No norm compares those (the L2 norm refused an honest rate-1
+    Raspberry Pi 4 among FjORD's slices in the submodel study; an RMS per parameter
+    refused a 1/16 slice, whose weights move more). Each width is bounded by its own."""
+    from fedbench.server.replies import Reply, _refuse_outliers
+    from tests.helpers import task_identity
+
+    task_identity()  # a Message needs the run it belongs to
+
+    def reply(name: str, sent: np.ndarray, moved: float) -> Reply:
+        instruction = Message(
+            RecordDict({"arrays": ArrayRecord({"w": torch.from_numpy(sent)})}),
+            dst_node_id=1,
+            message_type="train",
+        )
+        update = RecordDict(
+            {
+                "arrays": ArrayRecord({"w": torch.from_numpy(sent + moved)}),
+                "metrics": MetricRecord({"num-examples": 10}),
+            }
+        )
+        report = RoundReport(
+            round=1, day=1, node=1, device=name, profile="rpi4", kind="emulated", status="ok"
+        )
+        return Reply(DeviceSpec(0, name, "rpi4", "emulated"), report, update, None, instruction)
+
+    whole, small = np.zeros(1600, dtype=np.float32), np.zeros(100, dtype=np.float32)
+    replies = [reply("whole", whole, 0.01)]  # L2 0.4, four times the slices' 0.1
+    replies += [reply(f"slice{i}", small, 0.01 * (1 + i / 10)) for i in range(4)]
+    defense = Defense.build(DefenseConfig(max_norm_ratio=3.0), [])
+    assert all(r.update is not None for r in _refuse_outliers(replies, ArrayRecord(), defense))
+    replies.append(reply("attacker", small, 1.0))
+    kept = _refuse_outliers(replies, ArrayRecord(), defense)
+    assert [r.device.name for r in kept if r.update is None] == ["attacker"]
