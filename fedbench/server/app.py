@@ -29,7 +29,6 @@ from flwr.app import ArrayRecord, Context
 from flwr.common.logger import FLOWER_LOGGER
 from flwr.serverapp import Grid, ServerApp
 
-from fedbench.analyze import analyze_finished
 from fedbench.core.numerics import state_sha256
 from fedbench.experiment.codec import EXPERIMENT_KEY, from_json, to_json
 from fedbench.experiment.config_file import config_yaml
@@ -255,6 +254,9 @@ class Folder:
             self.writer.meta["failure"] = ending.failure
             summary = self.writer.finish(ending.status, ending.error)
         if plots:
+            # Imported here: matplotlib stays out of the process until the run is over.
+            from fedbench.analyze import analyze_finished
+
             analyze_finished(self.run_dir)
         return summary
 
