@@ -135,6 +135,23 @@ class FleetView:
                 ledger.temp_c[idx] = profile.thermal.ambient_c
                 ledger.state_time_s[idx] = 0.0
 
+    def start_windows(self, ledger: Ledger) -> None:
+        """Every device's availability window as of the run's start (a population's only).
+
+        The first look at the windows reads every row of them: 0.4-1.4 s at
+        1,000,000 devices, once per run. Done here, before the first round, it is
+        start-up (like drawing the population) and every round then re-reads only
+        the devices that crossed a window edge since the last (Cursor).
+        """
+        pop = self.population
+        if pop is None:
+            return
+        times = ledger.battery_time_s[~np.isnan(ledger.battery_time_s)]
+        start_s = float(times.max()) if len(times) else 0.0  # resumed: the last round's end
+        self.cursor = Cursor(pop.windows)
+        n = len(ledger)
+        self.cursor.at_all(np.full(n, start_s), np.ones(n, dtype=bool))
+
     def update_availability(self, ledger: Ledger, now_s: float) -> None:
         pop = self.population
         if pop is None:

@@ -53,6 +53,7 @@ class AvailabilityHook(ServerHook):
 
     def on_run_begin(self, run: Run) -> None:
         run.availability = self.counts  # server_rounds.csv reports them
+        self.view.start_windows(self.ledger)
 
     def before_round(self, spec: RoundSpec, now_s: float) -> None:
         self.view.update_availability(self.ledger, now_s)
