@@ -42,6 +42,7 @@ DEFAULT_FRACTION = 0.95
 # A run's figures, in the order a reader looks at them: name -> draw(run).
 RUN_FIGURES: dict[str, Callable[[Run], Figure | str]] = {
     "accuracy": figures_run.accuracy,
+    "accuracy_per_rate": figures_run.accuracy_per_rate,
     "accuracy_vs_time": figures_run.accuracy_vs_time,
     "accuracy_vs_energy": figures_run.accuracy_vs_energy,
     "timeline": figures_devices.timeline,

@@ -8,21 +8,27 @@ saves them; FIGURES lists them in the order a reader looks.
 
 from __future__ import annotations
 
+import math
+from collections import Counter
+
 import numpy as np
 from matplotlib.figure import Figure
 
 import fedbench.analyze.figures_fleet as figures_fleet
-from fedbench.analyze.runs import Run, participation_fairness
+from fedbench.analyze.runs import Run, module_of, number, participation_fairness
 from fedbench.analyze.style import (
     energy_unit,
     integer_axis,
     legend_outside,
+    rate_colour,
+    rate_label,
     status_bars,
     time_unit,
 )
 from fedbench.core.records import STATUSES
 
 NO_ENERGY = "no report has an energy figure (host devices and stock clients measure none)"
+NOT_SUBMODEL = "not a submodel run (algorithm=heterofl, fjord or fedrolex: docs/submodels.md)"
 
 
 def step_name(run: Run) -> str:
@@ -69,6 +75,68 @@ def accuracy(run: Run) -> Figure | str:
     ax.grid(alpha=0.3)
     legend_outside(ax)
     return fig
+
+
+def accuracy_per_rate(run: Run) -> Figure | str:
+    """Test accuracy of each width rate's submodel per round or day (submodel algorithms).
+
+    What a device of each rate could deploy: the first ceil(r C) channels of
+    the global model (docs/submodels.md). Each legend entry says how many
+    device-rounds trained at that rate (rounds.csv `model_rate`, status ok):
+    a rate no device trained is only evaluated, its channels trained by the
+    wider ones. A rate missing on some day (a run resumed from an old
+    checkpoint, a damaged summary) leaves its line short, never a made-up point.
+    """
+    if not run.accuracy_per_rate:
+        return NOT_SUBMODEL
+    # summary.json keys the rates by day; a rounds run's day is its round (scenarios/rounds.py),
+    # other scenarios' by the evaluation of that day.
+    step_of = {e.day: e.day if run.by_day else e.round for e in run.evaluations}
+    curves: dict[float, list[tuple[int, float]]] = {}
+    for day, rates in run.accuracy_per_rate.items():
+        for rate, value in rates.items():
+            curves.setdefault(rate, []).append((step_of.get(day, day), 100 * value))
+    trained = _trained_per_rate(run)
+    fig = Figure(figsize=(7.5, 4))
+    ax = fig.subplots()
+    many = max(len(points) for points in curves.values()) > 40
+    for rate in sorted(curves, reverse=True):  # legend top down: the whole model first
+        steps, values = zip(*sorted(curves[rate]), strict=True)
+        whole = rate >= 1
+        count = f": {trained.get(rate, 0):,}" if trained else ""
+        ax.plot(
+            steps,
+            values,
+            color=rate_colour(rate),
+            linewidth=2.2 if whole else 1.4,
+            marker=None if many else "o",
+            markersize=4 if whole else 3,
+            zorder=3 if whole else 2,
+            label=f"{rate_label(rate)}{count}",
+        )
+    ax.set_xlabel(step_name(run))
+    ax.set_ylabel("test accuracy (%)")
+    integer_axis(ax)
+    algorithm = run.config.get("algorithm") or {}
+    name = module_of(str(algorithm.get("_target_", ""))) if isinstance(algorithm, dict) else ""
+    policy = algorithm.get("rate_policy") if isinstance(algorithm, dict) else None
+    how = f"{name}, rates by {policy}: " if name and policy else f"{name}: " if name else ""
+    ax.set_title(title(run, f"{how}accuracy of each width rate"), fontsize=10)
+    ax.grid(alpha=0.3)
+    legend_outside(
+        ax, title="width rate: device-rounds\ntrained at it" if trained else "width rate"
+    )
+    return fig
+
+
+def _trained_per_rate(run: Run) -> dict[float, int]:
+    """Width rate -> device-rounds that trained it and were aggregated ({}: no model_rate)."""
+    counts: Counter[float] = Counter()
+    for row in run.rows:
+        rate = number(row.get("model_rate"))
+        if row.get("status") == "ok" and math.isfinite(rate):
+            counts[float(f"{rate:g}")] += 1  # as summary.json names it (evaluation.py)
+    return dict(counts)
 
 
 def time_axis(run: Run) -> tuple[list[float], str]:

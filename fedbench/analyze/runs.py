@@ -165,6 +165,9 @@ class Run:
     round_energy: np.ndarray = field(default_factory=lambda: np.zeros(1), repr=False)
     # ARMS, dotted key -> value, e.g. {"mode._target_": "fedbench.server.fedbuff.FedBuff"}
     arms: dict[str, Any] = field(default_factory=dict)
+    # Submodel algorithms (docs/submodels.md): day -> width rate -> test accuracy of that
+    # rate's submodel (summary.json `accuracy_per_rate`); empty for any other run.
+    accuracy_per_rate: dict[int, dict[float, float]] = field(default_factory=dict, repr=False)
 
     @property
     def final_accuracy(self) -> float:
@@ -408,7 +411,32 @@ def load_run(path: Path) -> Run:
         server_rows=None if server_rows is None else tuple(server_rows),
         durations=durations,
         round_energy=energies,
+        accuracy_per_rate=per_rate_of(summary),
     )
+
+
+def per_rate_of(summary: dict[str, Any]) -> dict[int, dict[float, float]]:
+    """summary.json's `accuracy_per_rate` as numbers: day -> width rate -> accuracy.
+
+    Kept small (days x rates, nothing per device). What a day lacks or holds
+    damaged (a rate missing, a null accuracy, a key that is not a number) is
+    left out rather than refused: the figure draws what exists.
+    """
+    raw = summary.get("accuracy_per_rate")
+    out: dict[int, dict[float, float]] = {}
+    for day, rates in raw.items() if isinstance(raw, dict) else ():
+        if not isinstance(rates, dict) or not str(day).strip().isdigit():
+            continue
+        known = {
+            float(rate): float(accuracy)
+            for rate, accuracy in rates.items()
+            if math.isfinite(_number(rate))
+            and 0 < _number(rate) <= 1
+            and math.isfinite(_number(accuracy))
+        }
+        if known:
+            out[int(day)] = known
+    return dict(sorted(out.items()))
 
 
 def arms_of(config: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from fractions import Fraction
 from pathlib import Path
 
 import matplotlib
@@ -120,6 +121,30 @@ def profile_colours(profiles: Sequence[str]) -> dict[str, str]:
     return {p: matplotlib.colors.to_hex(colours[i % len(colours)]) for i, p in enumerate(unique)}
 
 
+# Submodel width rates (docs/submodels.md): a ramp over log2 of the rate, the same colour for
+# a rate in every figure; the whole model (rate 1) is drawn black and thicker.
+WHOLE_MODEL_COLOUR = "#000000"
+RATE_RAMP = "viridis"
+SMALLEST_RATE = 1 / 16  # HeteroFL's smallest width: the ramp's far end
+
+
+def rate_label(rate: float) -> str:
+    """0.0625 -> '1/16', 0.5 -> '1/2', 1 -> '1 (whole model)'."""
+    if rate >= 1:
+        return "1 (whole model)"
+    return str(Fraction(rate).limit_denominator(256))
+
+
+def rate_colour(rate: float) -> str:
+    """A rate's colour: dark blue near the whole model, yellow-green at 1/16 and below."""
+    if rate >= 1:
+        return WHOLE_MODEL_COLOUR
+    span = math.log2(1 / SMALLEST_RATE)
+    t = min(1.0, max(0.0, math.log2(1 / rate) / span))
+    # Only 0.15-0.85 of the ramp: its dark end is near black, its yellow end faint on white.
+    return matplotlib.colors.to_hex(plt.get_cmap(RATE_RAMP)(0.15 + 0.7 * t))
+
+
 DAY_S = 86_400.0  # a day of the virtual clock (fedbench.scenarios.daily starts day 1 at 0 s)
 
 
@@ -154,10 +179,14 @@ def integer_axis(ax: Axes, axis: str = "x") -> None:
 
 
 def legend_outside(
-    ax: Axes, handles: Sequence[Artist] | None = None, top: bool = False, gap: float = 0.01
+    ax: Axes,
+    handles: Sequence[Artist] | None = None,
+    top: bool = False,
+    gap: float = 0.01,
+    title: str | None = None,
 ) -> None:
     """The legend right of the axes, where it hides no data (`top`: aligned with the top;
-    `gap`: more room for labels on the right axis)."""
+    `gap`: more room for labels on the right axis; `title`: what its entries are)."""
     shown = list(handles) if handles is not None else ax.get_legend_handles_labels()[0]
     if shown:
         ax.legend(
@@ -165,6 +194,8 @@ def legend_outside(
             loc="upper left" if top else "center left",
             bbox_to_anchor=(1.0 + gap, 1.0 if top else 0.5),
             fontsize=8,
+            title=title,
+            title_fontsize=8,
             frameon=False,
         )
 

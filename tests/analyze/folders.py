@@ -40,6 +40,7 @@ class Device:
     start_s: float = 0.0  # when it got the model, relative to the round's start
     plan: str = ""
     needed_mb: float = math.nan  # plan_needed_mb: the full batch's need under a reduced plan
+    model_rate: float = math.nan  # the submodel's width rate (algorithm=heterofl, ...)
 
 
 def _cell(value: object) -> object:
@@ -61,8 +62,13 @@ def make_folder(
     pretrain_epochs: int = 0,
     kind: str = "emulated",
     server: dict[str, object] | None = None,
+    per_rate: dict[str, dict[str, object]] | None = None,
 ) -> Path:
-    """config.yaml, rounds.csv, summary.json (and server_rounds.csv with `new_schema`)."""
+    """config.yaml, rounds.csv, summary.json (and server_rounds.csv with `new_schema`).
+
+    `per_rate`: summary.json's `accuracy_per_rate` (day -> rate -> accuracy), as a
+    submodel algorithm writes it.
+    """
     folder.mkdir(parents=True, exist_ok=True)
     target = {
         "daily": "fedbench.scenarios.daily.DailyScenario",
@@ -109,6 +115,7 @@ def make_folder(
                     plan=d.plan,
                     plan_needed_mb=_cell(d.needed_mb),
                     freq_ghz_avg=_cell(d.freq_ghz),
+                    model_rate=_cell(d.model_rate),
                 )
                 if new_schema:
                     end = clock + d.start_s + d.trip_s
@@ -155,6 +162,9 @@ def make_folder(
         "accuracy_per_day": {str(d["day"]): d["accuracy"] for d in days},
         "totals": {"host_wall_s": 3.0},
     }
+    if per_rate is not None:
+        summary["accuracy_per_rate"] = per_rate
+        summary["final_accuracy_per_rate"] = next(reversed(per_rate.values()), {})
     mode = (server or {}).get("mode")
     if isinstance(mode, dict) and "FedBuff" in str(mode.get("_target_")):
         summary["async"] = {"mode": "fedbuff", "buffer_size": mode.get("buffer_size")}

@@ -20,6 +20,7 @@ from fedbench.experiment.fleet import expand_fleet
 from fedbench.paths import conf_dir
 from fedbench.report.records import CSV_FIELDS
 
+RATES = (1.0, 0.5, 0.25, 0.125, 0.0625)  # HeteroFL's widths
 STATUS_SHARE = {"ok": 0.88, "timeout": 0.04, "dropped": 0.04, "oom": 0.02, "failed": 0.02}
 
 
@@ -112,7 +113,17 @@ def make_large_folder(
         out = csv.DictWriter(f, fieldnames=list(server_rows[0]))
         out.writeheader()
         out.writerows(server_rows)
-    summary = {"name": "large", "num_devices": devices, "status": "completed", "days": days}
+    summary = {
+        "name": "large",
+        "num_devices": devices,
+        "status": "completed",
+        "days": days,
+        # A submodel run's per-rate accuracy (docs/submodels.md): days x rates, whatever the fleet.
+        "accuracy_per_rate": {
+            str(r): {f"{rate:g}": (0.1 + 0.8 * r / rounds) * rate**0.1 for rate in RATES}
+            for r in range(rounds + 1)
+        },
+    }
     (folder / "summary.json").write_text(json.dumps(summary))
     return folder
 

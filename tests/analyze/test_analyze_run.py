@@ -20,6 +20,11 @@ from fedbench.report.writer import DayResult, RunWriter
 from tests.analyze.folders import DEVICES, Device, emulated_rounds, make_folder
 
 ACCURACY = {0: 0.1, 1: 0.4, 2: 0.5, 3: 0.7}
+# summary.json's accuracy_per_rate of a HeteroFL run over those rounds (rate 1: ACCURACY).
+PER_RATE: dict[str, dict[str, object]] = {
+    str(r): {"1": a, "0.5": a - 0.05, "0.25": a - 0.1, "0.0625": a - 0.2}
+    for r, a in ACCURACY.items()
+}
 
 
 def summary_rows(folder: Path) -> list[dict[str, str]]:
@@ -37,7 +42,9 @@ def analyse(folder: Path) -> list[Path]:
 
 
 def test_new_schema_uses_the_servers_clock(tmp_path: Path) -> None:
-    run = make_folder(tmp_path / "a", emulated_rounds(), ACCURACY, deadline_s=6.0)
+    run = make_folder(
+        tmp_path / "a", emulated_rounds(), ACCURACY, deadline_s=6.0, per_rate=PER_RATE
+    )
     written = analyze_run(run)  # PNG and PDF
     rows = summary_rows(run)
     assert list(rows[0]) == list(ROUNDS_SUMMARY_COLUMNS)
@@ -262,3 +269,95 @@ def test_memory_of_full_batch_rounds_draws_no_need(tmp_path: Path) -> None:
     rounds = {1: [Device("rpi4-000", "ok", 3.0, 10.0, peak_mb=120.0, budget_mb=3400.0)]}
     run = load_run(make_folder(tmp_path / "f", rounds, {0: 0.1, 1: 0.2}))
     assert _needed_markers(RUN_FIGURES["memory"](run)) == []
+
+
+def _lines(figure: object) -> dict[str, tuple[list[float], list[float]]]:
+    """Legend label -> (x, y) of each line of a one-axes figure."""
+    assert isinstance(figure, Figure), figure
+    (ax,) = figure.axes
+    return {
+        str(line.get_label()): (list(line.get_xdata()), list(line.get_ydata()))  # type: ignore[arg-type]
+        for line in ax.get_lines()
+    }
+
+
+def test_a_submodel_run_draws_a_line_per_width_rate(tmp_path: Path) -> None:
+    run = make_folder(tmp_path / "h", emulated_rounds(), ACCURACY, per_rate=PER_RATE)
+    figure = RUN_FIGURES["accuracy_per_rate"](load_run(run))
+    lines = _lines(figure)
+    # The legend top down from the whole model; rates as the fractions HeteroFL names them.
+    assert list(lines) == ["1 (whole model)", "1/2", "1/4", "1/16"]
+    assert lines["1/2"][0] == [0, 1, 2, 3]  # round 0, the initial model, included
+    assert lines["1/2"][1][2] == pytest.approx(45.0)  # round 2: 0.5 - 0.05
+    assert lines["1 (whole model)"][1] == pytest.approx([10.0, 40.0, 50.0, 70.0])
+    assert isinstance(figure, Figure)
+    ax = figure.axes[0]
+    widths = {str(line.get_label()): line.get_linewidth() for line in ax.get_lines()}
+    assert widths["1 (whole model)"] > max(w for k, w in widths.items() if k != "1 (whole model)")
+    assert ax.get_xlabel() == "round" and "accuracy of each width rate" in ax.get_title()
+    written = analyse(run)
+    assert run / "figures" / "accuracy_per_rate.png" in written
+
+
+def test_each_rates_legend_says_how_many_device_rounds_trained_it(tmp_path: Path) -> None:
+    """A rate no device trained is only evaluated: the legend says so (rounds.csv model_rate)."""
+    rounds = {
+        1: [
+            Device("rpi4-000", "ok", 3.0, model_rate=0.5),
+            Device("pixel2-000", "ok", 5.0, model_rate=1.0),
+        ],
+        2: [
+            Device("rpi4-000", "timeout", 9.0, model_rate=0.5),  # not aggregated: not counted
+            Device("rpi4-001", "ok", 2.0, model_rate=0.5),
+        ],
+    }
+    heterofl = {"_target_": "fedbench.algorithms.heterofl.HeteroFL", "rate_policy": "budget"}
+    run = make_folder(
+        tmp_path / "t",
+        rounds,
+        {0: 0.1, 1: 0.4, 2: 0.5},
+        per_rate={r: PER_RATE[r] for r in ("0", "1", "2")},
+        server={"algorithm": heterofl},
+    )
+    figure = RUN_FIGURES["accuracy_per_rate"](load_run(run))
+    assert list(_lines(figure)) == ["1 (whole model): 1", "1/2: 2", "1/4: 0", "1/16: 0"]
+    assert isinstance(figure, Figure)
+    assert "heterofl, rates by budget: accuracy of each width rate" in figure.axes[0].get_title()
+
+
+def test_per_rate_accuracy_draws_what_a_partial_summary_holds(tmp_path: Path) -> None:
+    """A resumed run from an old checkpoint lacks early days; a rate may miss a day,
+    an accuracy may be null and a key damaged: what exists is drawn, nothing crashes."""
+    per_rate: dict[str, dict[str, object]] = {
+        "2": {"1": 0.5, "0.5": 0.45, "0.25": None},
+        "3": {"1": 0.7, "0.25": 0.6, "abc": 0.9, "0.5": "n/a"},
+        "x": {"1": 0.1},
+        "4": "not a mapping",  # type: ignore[dict-item]
+    }
+    run = make_folder(tmp_path / "p", emulated_rounds(), ACCURACY, per_rate=per_rate)
+    lines = _lines(RUN_FIGURES["accuracy_per_rate"](load_run(run)))
+    assert lines == {
+        "1 (whole model)": ([2, 3], pytest.approx([50.0, 70.0])),
+        "1/2": ([2], pytest.approx([45.0])),
+        "1/4": ([3], pytest.approx([60.0])),
+    }
+
+
+def test_a_daily_submodel_run_draws_rates_per_day(tmp_path: Path) -> None:
+    run = make_folder(
+        tmp_path / "d", emulated_rounds(), ACCURACY, scenario="daily", per_rate=PER_RATE
+    )
+    figure = RUN_FIGURES["accuracy_per_rate"](load_run(run))
+    assert isinstance(figure, Figure) and figure.axes[0].get_xlabel() == "day"
+    assert _lines(figure)["1/4"][0] == [0, 1, 2, 3]
+
+
+def test_a_fedavg_run_says_why_it_has_no_per_rate_figure(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = make_folder(tmp_path / "f", emulated_rounds(), ACCURACY)
+    reason = RUN_FIGURES["accuracy_per_rate"](load_run(run))
+    assert reason == "not a submodel run (algorithm=heterofl, fjord or fedrolex: docs/submodels.md)"
+    written = analyse(run)
+    assert "accuracy_per_rate.png" not in {p.name for p in written}
+    assert f"not drawn: accuracy_per_rate ({reason})" in capsys.readouterr().out
