@@ -68,9 +68,7 @@ class Fleet(Sequence[DeviceSpec]):
             raise IndexError(f"device {i} of a fleet of {n}")
         g = self.group_of(index)
         number = self.first[g] + index - int(self.starts[g])
-        return DeviceSpec(
-            index, f"{self.stems[g]}-{number:03d}", self.profiles[g], self.kinds[g]
-        )
+        return DeviceSpec(index, f"{self.stems[g]}-{number:03d}", self.profiles[g], self.kinds[g])
 
     def __iter__(self) -> Iterator[DeviceSpec]:
         for g, count in enumerate(self.counts):

@@ -54,9 +54,7 @@ class FleetView:
             if profile is not None:
                 self.profiles[name] = profile
         self.groups: dict[str, np.ndarray] = {
-            p: np.flatnonzero(codes == c)
-            for c, p in enumerate(profile_names)
-            if p in self.profiles
+            p: np.flatnonzero(codes == c) for c, p in enumerate(profile_names) if p in self.profiles
         }
         self.meters = {
             p: make_meter(first[p], experiment.fleet.knobs, workload_optimizer(experiment.train))

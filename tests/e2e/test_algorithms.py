@@ -73,3 +73,36 @@ def test_submodel_algorithms_run_with_rates_from_the_deadline(
     server = list(csv.DictReader((folder / "server_rounds.csv").open()))
     assert [int(r["aggregated"]) for r in server] == [3, 3]
     assert set(summary["final_accuracy_per_rate"]) == {"1", "0.5", "0.25", "0.125", "0.0625"}
+
+
+def test_heterofl_in_deployment_on_loopback(tmp_path: Path) -> None:
+    """The same algorithm over a real SuperLink and one SuperNode per device (issue 29).
+
+    Each device's rate travels in its train message and its submodel comes back
+    sliced: at a 0.25 s deadline the Raspberry Pi 3B+ of day 1 trains 1/2, the
+    TX2 and the Pi 4 beside it the whole model, and every update is aggregated.
+    """
+    folder = tmp_path / "heterofl"
+    proc = run_fedbench(
+        [
+            "runtime=deployment",
+            "experiment=smoke",
+            "fleet=mixed8",
+            "algorithm=heterofl",
+            "algorithm.rate_policy=deadline",
+            "round_close=deadline",
+            "round_close.deadline_s=0.25",
+        ],
+        folder,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["status"] == "completed", summary["error"]
+    rows = list(csv.DictReader((folder / "rounds.csv").open()))
+    assert all(r["status"] == "ok" for r in rows), [r["reason"] for r in rows]
+    rates = {r["device"]: float(r["model_rate"]) for r in rows if r["day"] == "1"}
+    assert rates["rpi3bplus-000"] == 0.5 and max(rates.values()) == 1.0, rates
+    server = list(csv.DictReader((folder / "server_rounds.csv").open()))
+    assert [int(r["aggregated"]) for r in server] == [3, 3]
+    assert set(summary["final_accuracy_per_rate"]) == {"1", "0.5", "0.25", "0.125", "0.0625"}

@@ -65,6 +65,4 @@ def check_deadline(deadline_s: float | None, where: str) -> float | None:
 
 def build_close(experiment: Experiment) -> RoundClose:
     """The experiment's round-close policy (`round_close=`), refused unless it is one."""
-    return built(
-        experiment.round_close, RoundClose, "a round-close policy (fedbench.server.close)"
-    )
+    return built(experiment.round_close, RoundClose, "a round-close policy (fedbench.server.close)")
