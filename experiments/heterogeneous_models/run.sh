@@ -4,7 +4,7 @@
 #   default: ./submodel_runs, seeds 0,1,2, both scenarios (study_rounds: 30 rounds from scratch;
 #   study_daily: 10 days from a pretrained model), both fleets, the nine arms: 108 runs.
 #   FLEETS="edge_mixed" / SCENARIOS="rounds" / ARMS="heterofl_deadline fedavg_deadline" narrow it.
-# Runs land in RUNS_DIR/<scenario>_<fleet>/<arm>/<n>/. Then:
+# Runs land in RUNS_DIR/<scenario>_<fleet>/<arm>/<seed>/. Then:
 #   python experiments/heterogeneous_models/plot.py RUNS_DIR/rounds_edge_mixed
 #   python -m fedbench.analyze RUNS_DIR/rounds_edge_mixed out=RUNS_DIR/rounds_edge_mixed/analysis
 set -euo pipefail
@@ -39,7 +39,7 @@ for scenario in $scenarios; do
       read -r -a arm_overrides <<<"$(overrides_of "$arm")"
       python -m fedbench -m "experiment=study_$scenario" "+name=submodels_${scenario}_$fleet" \
         "fleet=$fleet" "seed=$seeds" "${arm_overrides[@]}" "${extra[@]}" \
-        "hydra.sweep.dir=$runs/${scenario}_$fleet/$arm" 'hydra.sweep.subdir=${hydra.job.num}'
+        "hydra.sweep.dir=$runs/${scenario}_$fleet/$arm" 'hydra.sweep.subdir=${seed}'
     done
   done
 done
