@@ -20,20 +20,22 @@ import os
 # free. 128 KiB is glibc's own starting value; set in the environment, it stays fixed.
 MMAP_THRESHOLD_ENV = "MALLOC_MMAP_THRESHOLD_"
 MMAP_THRESHOLD = 128 * 1024
+_M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 
 
 @functools.cache
-def _trim() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
-    name = ctypes.util.find_library("c")
+def _libc(name: str) -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
+    """The C library's function `name`; None where there is no such function (not glibc)."""
+    found = ctypes.util.find_library("c")
     try:
-        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
+        return getattr(ctypes.CDLL(found), name, None) if found else None
     except OSError:
         return None
 
 
 def release() -> bool:
     """Return the heap's free pages to the OS; whether the C library could."""
-    trim = _trim()
+    trim = _libc("malloc_trim")
     if trim is None:
         return False
     trim(0)
@@ -58,3 +60,18 @@ def worker_env() -> dict[str, str]:
     if MMAP_THRESHOLD_ENV in os.environ:
         return {}
     return {MMAP_THRESHOLD_ENV: str(MMAP_THRESHOLD)}
+
+
+def fix_mmap_threshold() -> bool:
+    """This process's mmap threshold fixed as `worker_env` fixes the workers'; whether the
+    C library could (glibc's `mallopt`). A value set in the environment is kept.
+
+    For the run's own process, which the environment reaches too late: it frees
+    the data set's load and the population draw's temporaries, and then held
+    ~50 MB of later freed blocks on its heap (the 100,000-device scale run's
+    driver at the tree's peak: 355 -> 307 MB anonymous memory).
+    """
+    if MMAP_THRESHOLD_ENV in os.environ:
+        return False
+    mallopt = _libc("mallopt")
+    return mallopt is not None and bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
