@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import tempfile
 
+import pytest
 import ray
 import ray._private.ray_constants as rc
 import ray._private.worker as ray_worker
 
-from fedbench.runtime.simulation import _stop_idle_services
+from fedbench.runtime import heap
+from fedbench.runtime.simulation import SimulationRuntime, _stop_idle_services
+from fedbench.train.accelerator import ACCELERATOR_ENV
 
 
 @ray.remote
@@ -48,3 +51,14 @@ def test_the_monitors_and_the_dashboard_are_stopped_and_tasks_still_run() -> Non
             assert ray.get(_square.remote(7)) == 49  # the node still runs work
         finally:
             ray.shutdown()
+
+
+def test_a_private_nodes_processes_get_the_fixed_mmap_threshold(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ray's local processes inherit the driver's environment at `ray.init`: what the
+    simulation sets there includes glibc's fixed mmap threshold (fedbench.runtime.heap)."""
+    monkeypatch.delenv(heap.MMAP_THRESHOLD_ENV, raising=False)
+    env = SimulationRuntime(accelerator="cpu")._workers_env()
+    assert env[heap.MMAP_THRESHOLD_ENV] == str(heap.MMAP_THRESHOLD)
+    assert env[ACCELERATOR_ENV] == "cpu"
