@@ -48,6 +48,7 @@ from fedbench.train.accelerator import check_host
 __all__ = ["check_fresh", "check_overrides", "check_seed", "main", "run"]
 
 EXIT_RUN_FAILED = 1
+EXIT_INTERRUPTED = 130  # the shell's code for "ended by Ctrl-C", as the deployment's
 _HYDRA_FLAGS_WITH_VALUE = frozenset(
     {"-c", "--cfg", "-p", "--package", "-cp", "--config-path", "-cn", "--config-name"}
     | {"-cd", "--config-dir", "--experimental-rerun", "-i", "--info"}
@@ -111,7 +112,7 @@ def _check_ending(run_dir: Path) -> None:
             f"fedbench: run {status} ({failure}): {summary.get('error', '')}; see {run_dir}",
             file=sys.stderr,
         )
-        sys.exit(EXIT_RUN_FAILED)
+        sys.exit(EXIT_INTERRUPTED if status == "interrupted" else EXIT_RUN_FAILED)
 
 
 def check_overrides(argv: Sequence[str]) -> None:

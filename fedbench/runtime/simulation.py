@@ -32,6 +32,7 @@ from typing import Any
 
 from flwr.serverapp import Grid
 
+from fedbench.core import interrupt
 from fedbench.core.seating import Seating
 from fedbench.errors import FedbenchError
 from fedbench.experiment.schema import Experiment
@@ -186,7 +187,9 @@ class SimulationRuntime(Runtime):
                 )
             share = self._gpu_share(gpus, self.workers())
             backend = {"client_resources": {"num_cpus": self.client_cpus, "num_gpus": share}}
-            with warnings.catch_warnings():
+            # After ray.init, whose SIGTERM handler aborts the process: the first Ctrl-C or
+            # SIGTERM ends the run between rounds, its folder written (fedbench.core.interrupt).
+            with warnings.catch_warnings(), interrupt.signals_ask_to_stop():
                 warnings.simplefilter("ignore")
                 run_simulation(
                     server_app=apps.server,

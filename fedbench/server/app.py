@@ -29,6 +29,7 @@ from flwr.app import ArrayRecord, Context
 from flwr.common.logger import FLOWER_LOGGER
 from flwr.serverapp import Grid, ServerApp
 
+from fedbench.core.interrupt import RunInterrupted
 from fedbench.core.numerics import state_sha256
 from fedbench.experiment.codec import EXPERIMENT_KEY, from_json, to_json
 from fedbench.experiment.config_file import config_yaml
@@ -323,7 +324,10 @@ def make_server_app(experiment: Experiment | None = None) -> ServerApp:
         exp = experiment if experiment is not None else experiment_of(context)
         run_dir = Path(exp.output_dir)
         if experiment is not None or context.run_config.get(EXPERIMENT_KEY):
-            run_server(grid, exp, run_dir)  # `python -m fedbench` keeps the folder's files
+            # Asked to stop (fedbench.core.interrupt): the run's folder already says
+            # `interrupted`; the thread ends quietly and the runtime shuts down.
+            with contextlib.suppress(RunInterrupted):
+                run_server(grid, exp, run_dir)  # `python -m fedbench` keeps the folder's files
             return
         with flwr_run_folder(exp, run_dir):
             run_server(grid, exp, run_dir)

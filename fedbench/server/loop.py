@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 from flwr.serverapp import Grid
 
+from fedbench.core import interrupt
 from fedbench.scenarios.base import RoundSpec
 from fedbench.server.clock import EventClock
 from fedbench.server.close.base import Closing, RoundClose
@@ -82,6 +83,7 @@ class RoundLoop:
     def run(self, schedule: Iterable[RoundSpec], state: LoopState) -> LoopState:
         """Every round of `schedule` after `state.round`, until a hook stops the run."""
         for spec in schedule:
+            interrupt.check()  # a signal to the process: the run ends between rounds
             if spec.round > state.round:
                 state = self.run_round(spec, state)
             if self.stopped is not None:
@@ -165,6 +167,7 @@ class RoundLoop:
                 ids.discard(reply.metadata.reply_to_message_id)
             if not ids or (replies and not wait_for_all):
                 break
+            interrupt.check()  # or while it waits for replies
             time.sleep(0.05)
         return replies, received_at
 

@@ -1,0 +1,69 @@
+"""Ctrl-C and SIGTERM end a simulation run between rounds, its folder written (no hang).
+
+Flower runs the ServerApp on a thread of its own and Ray's fleet on the main
+thread, where the signal lands: before fedbench.core.interrupt, Ctrl-C left the
+rounds going (the process never exited) and SIGTERM met Ray's handler, which
+aborted the process with summary.json still saying "running".
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_ends_the_run_as_interrupted_with_what_it_measured(
+    signum: signal.Signals, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "fedbench", "experiment=study_rounds", "scenario.rounds=200"]
+    log = (tmp_path / "out.txt").open("w")
+    proc = subprocess.Popen(
+        [*cmd, f"hydra.run.dir={run_dir}"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
+        # As a terminal's Ctrl-C finds it: SIGINT not ignored, whatever started pytest.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while "round 2:" not in _text(run_dir / "console.log"):
+            assert proc.poll() is None and time.monotonic() < deadline, _text(tmp_path / "out.txt")
+            time.sleep(0.5)
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        proc.send_signal(signum)
+        rc = proc.wait(timeout=120)  # the hang this test is for: no exit at all
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = _text(tmp_path / "out.txt")
+    assert rc == 130, out[-3000:]  # the shell's code for Ctrl-C, as runtime=deployment's
+    assert f"run interrupted (interrupted): RunInterrupted: {signum.name} received" in out
+    assert "Traceback" not in out
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "interrupted"
+    rounds = {int(r["round"]) for r in csv.DictReader((run_dir / "rounds.csv").open())}
+    assert {1, 2} <= rounds and max(rounds) < 200
+    assert (run_dir / "figures" / "accuracy.png").exists()
+    _, alive = psutil.wait_procs(tree, timeout=30)  # Ray's processes went with the run
+    assert not alive, [p.pid for p in alive]
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
