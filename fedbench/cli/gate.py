@@ -30,7 +30,7 @@ from typing import Any, NoReturn
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, open_dict, read_write
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from fedbench.errors import FedbenchError
 from fedbench.experiment.compose import experiment_from, resolve
@@ -168,10 +168,14 @@ class RunGate(Callback):
         checked: list[str] = []
         dry_run = False
         try:
+            # The folder name as Hydra will resolve it for each job: `${hydra.job.num}` by
+            # default, or whatever the user made of hydra.sweep.subdir (e.g. `${seed}`).
+            sweep = OmegaConf.to_container(config.hydra.sweep, resolve=False)
+            subdir = str(sweep["subdir"]) if isinstance(sweep, dict) else "${hydra.job.num}"
             for i, total, job in _sweep_jobs(config):
                 shown = " ".join(job) or "(no overrides)"
                 try:
-                    prepared = prepare_job(job, Path(str(config.hydra.sweep.dir)) / str(i))
+                    prepared = prepare_job(job, Path(str(config.hydra.sweep.dir)), subdir, i)
                 except FedbenchError as exc:
                     raise FedbenchError(f"sweep job {i + 1}/{total} ({shown}): {exc}") from None
                 dry_run = prepared.dry_run
@@ -215,8 +219,9 @@ def _sweep_jobs(config: DictConfig) -> list[tuple[int, int, list[str]]]:
     return [(i, len(jobs), job) for i, job in enumerate(jobs)]
 
 
-def prepare_job(overrides: list[str], run_dir: Path) -> Prepared:
-    """One job's checks, its config composed as Hydra will compose it."""
+def prepare_job(overrides: list[str], sweep_dir: Path, subdir: str, num: int) -> Prepared:
+    """One job's checks, its config composed as Hydra will compose it, in the folder
+    Hydra will give it: `sweep_dir`/`subdir` resolved in that config as job `num`."""
     from hydra import compose
 
     from fedbench.experiment.overrides import explain
@@ -228,6 +233,10 @@ def prepare_job(overrides: list[str], run_dir: Path) -> Prepared:
         if refusal is None:
             raise
         raise refusal from None
+    with read_write(config), open_dict(config):
+        config.hydra.job.num = num
+        config.hydra.sweep.subdir = subdir
+    run_dir = sweep_dir / str(config.hydra.sweep.subdir)
     HydraConfig.instance().set_config(config)
     return prepare(_task_config(config), config.hydra, run_dir)
 
