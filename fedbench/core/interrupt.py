@@ -33,6 +33,11 @@ def request(why: str) -> None:
     _requested.set()
 
 
+def clear() -> None:
+    """Forget a stop asked for (the run that was asked has ended)."""
+    _requested.clear()
+
+
 def check() -> None:
     """Raise RunInterrupted if a stop was asked for."""
     if _requested.is_set():
@@ -57,7 +62,7 @@ def signals_ask_to_stop(
         for s, handler in previous.items():  # a second signal: what it did before
             signal.signal(s, handler)
 
-    _requested.clear()
+    clear()
     for s in signums:
         signal.signal(s, ask)
     try:
@@ -65,4 +70,4 @@ def signals_ask_to_stop(
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-        _requested.clear()
+        clear()

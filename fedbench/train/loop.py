@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from fedbench.algorithms.base import ClientHalf
+from fedbench.core import interrupt
 from fedbench.core.plans import FULL, Plan
 from fedbench.data.source import Tensors
 from fedbench.train.adaptive import Adaptation
@@ -113,6 +114,9 @@ def train_local(
     total, steps = 0.0, 0
     runner = PlanRunner(model, optimizer, loss_fn, params.bn_momentum_scaled)
     for epoch in range(params.local_epochs):
+        # The server's pretraining runs here for minutes before round 1: a Ctrl-C or SIGTERM
+        # ends it at the next epoch (fedbench.core.interrupt; never set in a worker).
+        interrupt.check()
         order = torch.randperm(len(data), generator=generator)
         for start in range(0, len(data), params.batch_size):
             idx = order[start : start + params.batch_size]
