@@ -17,13 +17,12 @@ import functools
 import os
 
 # glibc serves a block of at least this many bytes by its own mmap, returned to the OS on
-# free; set in the environment (or by mallopt), it stays fixed. Measured on a worker's
+# free; set in the environment, it stays fixed. Measured on a worker's
 # first calls (small CNN, 50 devices a call, loaded 2-core host): at glibc's own start
 # value, 128 KiB, the same peak as 1 MiB but +50% CPU time per call (page faults of
 # fresh mappings: sys 0.0 -> 1.1 s); at 1 MiB no measurable cost; at 4 MiB 9 MB more peak.
 MMAP_THRESHOLD_ENV = "MALLOC_MMAP_THRESHOLD_"
 MMAP_THRESHOLD = 1024 * 1024
-_M_MMAP_THRESHOLD = -3  # mallopt's parameter number (malloc.h)
 
 
 @functools.cache
@@ -63,18 +62,3 @@ def worker_env() -> dict[str, str]:
     if MMAP_THRESHOLD_ENV in os.environ:
         return {}
     return {MMAP_THRESHOLD_ENV: str(MMAP_THRESHOLD)}
-
-
-def fix_mmap_threshold() -> bool:
-    """This process's mmap threshold fixed as `worker_env` fixes the workers'; whether the
-    C library could (glibc's `mallopt`). A value set in the environment is kept.
-
-    For the run's own process, which the environment reaches too late: it frees
-    the data set's load and the population draw's temporaries, and then held
-    ~50 MB of later freed blocks on its heap (the 100,000-device scale run's
-    driver at the tree's peak: 355 -> 307 MB anonymous memory).
-    """
-    if MMAP_THRESHOLD_ENV in os.environ:
-        return False
-    mallopt = _libc("mallopt")
-    return mallopt is not None and bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
