@@ -28,21 +28,8 @@ def test_a_signal_ends_the_run_as_interrupted_with_what_it_measured(
     signum: signal.Signals, tmp_path: Path
 ) -> None:
     run_dir = tmp_path / "run"
-    cmd = [sys.executable, "-m", "fedbench", "experiment=study_rounds", "scenario.rounds=200"]
-    log = (tmp_path / "out.txt").open("w")
-    proc = subprocess.Popen(
-        [*cmd, f"hydra.run.dir={run_dir}"],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
-        # As a terminal's Ctrl-C finds it: SIGINT not ignored, whatever started pytest.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )
+    proc = _start_and_wait_for_round_2(run_dir, tmp_path / "out.txt")
     try:
-        deadline = time.monotonic() + 300
-        while "round 2:" not in _text(run_dir / "console.log"):
-            assert proc.poll() is None and time.monotonic() < deadline, _text(tmp_path / "out.txt")
-            time.sleep(0.5)
         tree = psutil.Process(proc.pid).children(recursive=True)
         proc.send_signal(signum)
         rc = proc.wait(timeout=120)  # the hang this test is for: no exit at all
@@ -60,6 +47,53 @@ def test_a_signal_ends_the_run_as_interrupted_with_what_it_measured(
     assert (run_dir / "figures" / "accuracy.png").exists()
     _, alive = psutil.wait_procs(tree, timeout=30)  # Ray's processes went with the run
     assert not alive, [p.pid for p in alive]
+
+
+def test_a_second_ctrl_c_stops_at_once_and_takes_rays_processes_along(tmp_path: Path) -> None:
+    """Ctrl-C twice: the first asks, the second (while the run is still ending) exits now.
+
+    Before, the second was a KeyboardInterrupt on the main thread, inside Flower's
+    fleet loop: the run wrote its folder, then the process hung at exit joining the
+    fleet's threads (blocked in ray.get) and never returned.
+    """
+    run_dir = tmp_path / "run"
+    proc = _start_and_wait_for_round_2(run_dir, tmp_path / "out.txt")
+    try:
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.2)  # the first is handled (two pending SIGINTs would be one)
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = _text(tmp_path / "out.txt")
+    assert rc == 130, out[-3000:]
+    assert "second SIGINT: stopping at once" in out, out[-3000:]
+    rounds = {int(r["round"]) for r in csv.DictReader((run_dir / "rounds.csv").open())}
+    assert {1, 2} <= rounds  # what the rounds measured stays
+    _, alive = psutil.wait_procs(tree, timeout=30)  # Ray's agents too: nothing outlives it
+    assert not alive, [(p.pid, p.name()) for p in alive]
+
+
+def _start_and_wait_for_round_2(run_dir: Path, out: Path) -> subprocess.Popen[bytes]:
+    """`experiment=study_rounds` for 200 rounds, once its round 2 is in console.log."""
+    cmd = [sys.executable, "-m", "fedbench", "experiment=study_rounds", "scenario.rounds=200"]
+    proc = subprocess.Popen(
+        [*cmd, f"hydra.run.dir={run_dir}"],
+        stdout=out.open("w"),
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
+        # As a terminal's Ctrl-C finds it: SIGINT not ignored, whatever started pytest.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    deadline = time.monotonic() + 300
+    while "round 2:" not in _text(run_dir / "console.log"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(_text(out))
+        time.sleep(0.5)
+    return proc
 
 
 def _text(path: Path) -> str:
