@@ -94,6 +94,8 @@ def test_the_default_target_is_the_best_arms_mean_final_accuracy(
         (["{missing}"], "no completed run folder"),
         (["{study}", "{study}"], "one FOLDER"),
         (["{study}", "fraction=0.9"], "unknown key fraction"),
+        (["{study}", "target=92"], "target=92: an accuracy in (0, 1]"),
+        (["{study}", "target=high"], "target=high: an accuracy in (0, 1]"),
     ],
 )
 def test_a_wrong_call_is_one_line_and_exit_2(
@@ -104,3 +106,13 @@ def test_a_wrong_call_is_one_line_and_exit_2(
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0]
+
+
+def test_the_figure_is_drawn_also_where_no_seed_reached_the_target(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    figure = tmp_path / "to_target.png"
+    # 0.95: no run reaches it, so the time and energy panels have no bar at all.
+    assert main([str(_study(tmp_path)), "target=0.95", f"figure={figure}"]) == 0
+    assert figure.read_bytes().startswith(b"\x89PNG")
+    assert f"-> {figure}" in capsys.readouterr().out
