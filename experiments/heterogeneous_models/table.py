@@ -31,7 +31,7 @@ if __package__ in (None, ""):
     # Run as a script: the repository root, not this folder, must be importable.
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from fedbench.analyze.runs import Run, find_run_dirs, load_runs  # noqa: E402
+from fedbench.analyze.runs import Run, find_run_dirs, load_runs, number  # noqa: E402
 from fedbench.analyze.style import rate_label  # noqa: E402
 from fedbench.analyze.tables import RunRow, mean_std, run_rows, targets  # noqa: E402
 
@@ -63,13 +63,25 @@ def _pm(values: list[float], scale: float = 1.0, digits: int = 1) -> str:
     return text if math.isnan(sd) else f"{text} ± {scale * sd:.{digits}f}"
 
 
+def trained_rates(run: Run) -> set[float]:
+    """The width rates the run's devices trained at (rounds.csv `model_rate`)."""
+    return {r for r in (number(row.get("model_rate")) for row in run.rows) if not math.isnan(r)}
+
+
 def best_rate(runs: list[Run]) -> str:
-    """`1/4: 93.0` - the rate whose submodel ends highest, mean over the seeds ("" for FedAvg)."""
+    """`1/4: 93.0` - the rate whose submodel ends highest, mean over the seeds ("" for FedAvg).
+
+    Only rates up to the widest any device trained: a wider submodel of a
+    fixed-rate run adds channels nobody trained, and can score a hair above
+    the trained one by chance (edge_mixed's 1/16 runs at 1/8).
+    """
     finals: dict[float, list[float]] = defaultdict(list)
     for run in runs:
         if run.accuracy_per_rate:
+            widest = max(trained_rates(run), default=1.0)
             for rate, accuracy in run.accuracy_per_rate[max(run.accuracy_per_rate)].items():
-                finals[rate].append(accuracy)
+                if rate <= widest:
+                    finals[rate].append(accuracy)
     if not finals:
         return ""
     rate, accuracies = max(finals.items(), key=lambda kv: sum(kv[1]) / len(kv[1]))

@@ -8,6 +8,7 @@ round 3: 10 J and a dropped device).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,24 @@ def test_the_figure_is_drawn_also_where_no_seed_reached_the_target(
     assert main([str(_study(tmp_path)), "target=0.95", f"figure={figure}"]) == 0
     assert figure.read_bytes().startswith(b"\x89PNG")
     assert f"-> {figure}" in capsys.readouterr().out
+
+
+def test_the_best_rate_is_among_the_rates_devices_trained(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Everyone at 1/16: the 1/8 submodel (untrained channels added) does not count,
+    however it scores."""
+    at_1_16 = {
+        r: [replace(d, model_rate=0.0625) for d in devices]
+        for r, devices in emulated_rounds().items()
+    }
+    folder = tmp_path / "rounds_tiny"
+    make_folder(
+        folder / "fedavg_smallest" / "0",
+        at_1_16,
+        REACHES,
+        server=HETEROFL,
+        per_rate={"3": {"1": 0.2, "0.125": 0.91, "0.0625": 0.9}},
+    )
+    assert main([str(folder), "target=0.75"]) == 0
+    assert _row(capsys.readouterr().out, "fedavg_smallest")[3] == "1/16: 90.0"
