@@ -1,6 +1,6 @@
 """The study's table per arm, mean +- sd over seeds (one scenario on one fleet).
 
-    python experiments/heterogeneous_models/table.py FOLDER [target=ACCURACY] [figure=OUT.png]
+    python experiments/heterogeneous_models/table.py FOLDER [target=0.9] [figure=OUT] [seeds=0,1]
 
 FOLDER is one scenario on one fleet as run.sh writes it
 (RUNS_DIR/<scenario>_<fleet>/<arm>/<seed>/). `python -m fedbench.analyze`
@@ -14,8 +14,10 @@ accuracy is its submodel's; a submodel run's best rate is the rate whose
 submodel ends highest (mean over seeds), with that accuracy. Time and energy
 to the target average the seeds that reached it; timeouts are per seed. A run
 that did not complete (still running, failed, interrupted) is left out and
-named on stderr: a half-run seed must not pull an arm's mean. `figure=`
-draws final accuracy and virtual time and energy to the target per arm.
+named on stderr: a half-run seed must not pull an arm's mean. `seeds=0,1`
+keeps only those seeds (every arm on the same seeds while a study is still
+running). `figure=` draws final accuracy and virtual time and energy to the
+target per arm.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from fedbench.analyze.style import rate_label  # noqa: E402
 from fedbench.analyze.tables import RunRow, mean_std, run_rows, targets  # noqa: E402
 
 TARGET_FRACTION = 0.95
-USAGE = "python experiments/heterogeneous_models/table.py FOLDER [target=ACCURACY] [figure=OUT.png]"
+USAGE = "python experiments/heterogeneous_models/table.py FOLDER [target=] [figure=] [seeds=]"
 # One colour per algorithm family (Okabe-Ito, as fedbench.analyze.style's arm colours).
 FAMILY_COLOURS = {
     "fedavg": "#555555",
@@ -117,9 +119,12 @@ class Arm:
         return "| " + " | ".join(cells) + " |"
 
 
-def arms(folder: Path, target: float | None = None) -> tuple[float, list[Arm]]:
-    """The target accuracy and each arm's completed runs, by arm name."""
+def arms(
+    folder: Path, target: float | None = None, seeds: set[int] | None = None
+) -> tuple[float, list[Arm]]:
+    """The target accuracy and each arm's completed runs (of `seeds`: all), by arm name."""
     loaded = load_runs(find_run_dirs([folder]))
+    loaded = [run for run in loaded if seeds is None or run.seed in seeds]
     runs = [run for run in loaded if run.status == "completed"]
     for run in loaded:
         if run.status != "completed":
@@ -201,25 +206,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     folders = [Path(a) for a in args if "=" not in a]
     keys = dict(a.split("=", 1) for a in args if "=" in a)
-    unknown = sorted(set(keys) - {"target", "figure"})
+    unknown = sorted(set(keys) - {"target", "figure", "seeds"})
     if len(folders) != 1 or unknown:
-        why = f"unknown key {unknown[0]} (takes target=, figure=)" if unknown else "one FOLDER"
+        why = (
+            f"unknown key {unknown[0]} (takes target=, figure=, seeds=)"
+            if unknown
+            else "one FOLDER"
+        )
         print(f"table.py: {why}; usage: {USAGE}", file=sys.stderr)
         return 2
     try:
         target = _target(keys.get("target"))
-        reach, found = arms(folders[0], target)
+        reach, found = arms(folders[0], target, _seeds(keys.get("seeds")))
     except ValueError as exc:
         print(f"table.py: {exc}", file=sys.stderr)
         return 2
     print(f"{folders[0].name}: target accuracy {100 * reach:.1f}%\n")
-    print(HEADER)
-    print("|" + "---|" * HEADER.count(" | ") + "---|")
+    daily = any(run.by_day for arm in found for run in arm.runs)
+    header = HEADER.replace("rounds to target", "days to target") if daily else HEADER
+    print(header)
+    print("|" + "---|" * header.count(" | ") + "---|")
     print("\n".join(arm.markdown() for arm in found))
     if "figure" in keys:
         draw(found, reach, folders[0].name, Path(keys["figure"]))
         print(f"-> {keys['figure']}")
     return 0
+
+
+def _seeds(text: str | None) -> set[int] | None:
+    if text is None:
+        return None
+    try:
+        return {int(seed) for seed in text.split(",")}
+    except ValueError:
+        raise ValueError(f"seeds={text}: integers separated by commas, e.g. seeds=0,1") from None
 
 
 def _target(text: str | None) -> float | None:

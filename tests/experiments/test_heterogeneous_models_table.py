@@ -97,6 +97,7 @@ def test_the_default_target_is_the_best_arms_mean_final_accuracy(
         (["{study}", "fraction=0.9"], "unknown key fraction"),
         (["{study}", "target=92"], "target=92: an accuracy in (0, 1]"),
         (["{study}", "target=high"], "target=high: an accuracy in (0, 1]"),
+        (["{study}", "seeds=0-2"], "seeds=0-2: integers separated by commas"),
     ],
 )
 def test_a_wrong_call_is_one_line_and_exit_2(
@@ -138,3 +139,24 @@ def test_the_best_rate_is_among_the_rates_devices_trained(
     )
     assert main([str(folder), "target=0.75"]) == 0
     assert _row(capsys.readouterr().out, "fedavg_smallest")[3] == "1/16: 90.0"
+
+
+def test_a_daily_study_counts_days_to_the_target(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "daily_tiny"
+    make_folder(folder / "heterofl_deadline" / "0", emulated_rounds(), REACHES, scenario="daily")
+    assert main([str(folder), "target=0.75"]) == 0
+    out = capsys.readouterr().out
+    assert "| days to target |" in out and "rounds to target" not in out
+    assert _row(out, "heterofl_deadline")[4:6] == ["1/1", "2"]
+
+
+def test_seeds_keeps_every_arm_on_the_same_seeds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([str(_study(tmp_path)), "target=0.75", "seeds=1"]) == 0
+    out = capsys.readouterr().out
+    # seed 1 alone: FedAvg's missing seed, HeteroFL's second
+    assert _row(out, "fedavg_deadline")[1:3] == ["1", "70.0"]
+    assert _row(out, "heterofl_deadline")[1:4] == ["1", "90.0", "1/2: 92.0"]
