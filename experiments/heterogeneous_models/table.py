@@ -198,6 +198,7 @@ def draw(found: list[Arm], target: float, title: str, out: Path) -> None:
         fontsize=8,
     )
     fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=130)
     plt.close(fig)
 

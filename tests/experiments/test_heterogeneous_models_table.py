@@ -113,7 +113,7 @@ def test_a_wrong_call_is_one_line_and_exit_2(
 def test_the_figure_is_drawn_also_where_no_seed_reached_the_target(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    figure = tmp_path / "to_target.png"
+    figure = tmp_path / "figures" / "to_target.png"  # a folder not made yet
     # 0.95: no run reaches it, so the time and energy panels have no bar at all.
     assert main([str(_study(tmp_path)), "target=0.95", f"figure={figure}"]) == 0
     assert figure.read_bytes().startswith(b"\x89PNG")
