@@ -255,6 +255,24 @@ def extract(
     return {name: _take(full[name], idx).clone() for name, idx in index.items()}
 
 
+def place(
+    full: Mapping[str, torch.Tensor],
+    index: Mapping[str, Index],
+    sub: Mapping[str, torch.Tensor],
+) -> dict[str, torch.Tensor]:
+    """`extract`'s inverse: the full tensors with the submodel's written at its indices.
+
+    A 0-d tensor (BatchNorm's `num_batches_tracked`) is the submodel's.
+    """
+    out = {name: value.clone() for name, value in full.items()}
+    for name, idx in index.items():
+        if out[name].dim() == 0:
+            out[name] = sub[name].clone()
+        else:
+            out[name][torch.meshgrid(*idx, indexing="ij")] = sub[name]
+    return out
+
+
 def _take(t: torch.Tensor, idx: Index) -> torch.Tensor:
     if t.dim() == 0:
         return t

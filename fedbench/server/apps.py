@@ -38,7 +38,7 @@ from fedbench.server.evaluation import (
 )
 from fedbench.server.fleet_strategy import FleetStrategy
 from fedbench.server.fleet_view import FleetView
-from fedbench.server.submodels import SubmodelEvaluation, fit_rates
+from fedbench.server.submodels import SubmodelEvaluation, fit_rates, pretrained_at_rate
 from fedbench.train import hyper
 
 
@@ -83,13 +83,17 @@ class OwnApp(ServerSide):
 
     def initial_arrays(self) -> tuple[ArrayRecord, str]:
         pretrain = self.scenario.pretrain
-        state, cached = pretrained_state(
-            self.experiment,
-            pretrain,
-            self.ctx,
-            lambda: build_model(self.experiment.model),
-            self.threads,
-        )
+        build = lambda: build_model(self.experiment.model)  # noqa: E731
+        strategy = self.algorithm()
+        rate = strategy.trained_rate if isinstance(strategy, SubmodelStrategy) else 1.0
+        if rate < 1 and pretrain.epochs > 0:  # a fixed-rate run: pretrain what it trains
+            state, cached = pretrained_at_rate(
+                self.experiment, pretrain, self.ctx, build, rate, self.threads
+            )
+        else:
+            state, cached = pretrained_state(
+                self.experiment, pretrain, self.ctx, build, self.threads
+            )
         self.model.load_state_dict(state)
         how = "from cache" if cached else f"{pretrain.epochs} epochs"
         return ArrayRecord(self.model.state_dict()), how

@@ -255,3 +255,58 @@ def test_evaluation_re_estimates_batchnorm_on_the_servers_split_not_the_test_spl
     assert out["accuracy"] == pytest.approx(accuracy)
     # The arrays sent to devices keep the aggregated statistics.
     assert float(arrays.to_torch_state_dict()["features.1.running_var"].mean()) == 1e4
+
+
+def test_a_fixed_rate_daily_run_starts_from_its_own_pretrained_submodel() -> None:
+    # The daily scenario fine-tunes a server-pretrained model. A fixed-rate run trains
+    # only its slice, so the server pretrains that submodel; the study's first
+    # `fedavg_smallest` daily runs started from the 1/16 slice of the pretrained whole
+    # model (19% on digits at day 0) instead.
+    from fedbench.experiment.compose import compose_experiment
+    from fedbench.experiment.fleet import expand_fleet
+    from fedbench.models.width import Extraction, extract, indices, width_rule
+    from fedbench.scenarios.pretrain import pretrained_state
+    from fedbench.server.apps import OwnApp
+    from fedbench.train.loop import evaluate
+
+    def app(*overrides: str) -> OwnApp:
+        experiment = compose_experiment(["experiment=study_daily", "seed=0", *overrides])
+        return OwnApp(experiment, expand_fleet(experiment.fleet))
+
+    fixed = ["algorithm=heterofl", "algorithm.rate_policy=fixed", "algorithm.rate=0.0625"]
+    small, whole = app(*fixed), app("algorithm=fedavg")
+    cfg = small.experiment.model.to_plain()
+    sub = build_at(cfg, 0.0625)
+    shapes = {k: tuple(v.shape) for k, v in sub.state_dict().items()}
+
+    def slice_accuracy(side: OwnApp) -> float:
+        full = side.initial_arrays()[0].to_torch_state_dict()
+        index = indices(full, shapes, width_rule(cfg), Extraction("first"))
+        sub.load_state_dict(extract(full, index))
+        return evaluate(sub, side.ctx.splits.test)[1]
+
+    # The slice is the submodel pretrained on its own (the same cache entry) ...
+    full = small.initial_arrays()[0].to_torch_state_dict()
+    own, cached = pretrained_state(
+        small.experiment,
+        small.scenario.pretrain,
+        small.ctx,
+        lambda: build_at(cfg, 0.0625),
+        small.threads,
+    )
+    index = indices(full, shapes, width_rule(cfg), Extraction("first"))
+    assert cached and all(torch.equal(v, own[k]) for k, v in extract(full, index).items())
+    # ... which scores far above the same slice of the pretrained whole model.
+    assert slice_accuracy(small) > slice_accuracy(whole) + 0.3
+    # The rounds scenario (no pretraining) starts from the whole model's seeded initial
+    # values, as before.
+    rounds = compose_experiment(["experiment=study_rounds", "seed=0", *fixed])
+    side = OwnApp(rounds, expand_fleet(rounds.fleet))
+    plain = OwnApp(
+        compose_experiment(["experiment=study_rounds", "seed=0"]), expand_fleet(rounds.fleet)
+    )
+    a, b = (
+        side.initial_arrays()[0].to_torch_state_dict(),
+        plain.initial_arrays()[0].to_torch_state_dict(),
+    )
+    assert all(torch.equal(a[k], b[k]) for k in a)
