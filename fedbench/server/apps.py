@@ -9,6 +9,7 @@ asks.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 
@@ -83,7 +84,7 @@ class OwnApp(ServerSide):
 
     def initial_arrays(self) -> tuple[ArrayRecord, str]:
         pretrain = self.scenario.pretrain
-        build = lambda: build_model(self.experiment.model)  # noqa: E731
+        build = functools.partial(build_model, self.experiment.model)
         strategy = self.algorithm()
         rate = strategy.trained_rate if isinstance(strategy, SubmodelStrategy) else 1.0
         if rate < 1 and pretrain.epochs > 0:  # a fixed-rate run: pretrain what it trains
