@@ -279,14 +279,16 @@ def test_a_fixed_rate_daily_run_starts_from_its_own_pretrained_submodel() -> Non
     sub = build_at(cfg, 0.0625)
     shapes = {k: tuple(v.shape) for k, v in sub.state_dict().items()}
 
-    def slice_accuracy(side: OwnApp) -> float:
+    def slice_of(side: OwnApp) -> dict[str, torch.Tensor]:
         full = side.initial_arrays()[0].to_torch_state_dict()
-        index = indices(full, shapes, width_rule(cfg), Extraction("first"))
-        sub.load_state_dict(extract(full, index))
+        return extract(full, indices(full, shapes, width_rule(cfg), Extraction("first")))
+
+    def slice_accuracy(side: OwnApp) -> float:
+        sub.load_state_dict(slice_of(side))
         return evaluate(sub, side.ctx.splits.test)[1]
 
     # The slice is the submodel pretrained on its own (the same cache entry) ...
-    full = small.initial_arrays()[0].to_torch_state_dict()
+    mine = slice_of(small)
     own, cached = pretrained_state(
         small.experiment,
         small.scenario.pretrain,
@@ -294,8 +296,7 @@ def test_a_fixed_rate_daily_run_starts_from_its_own_pretrained_submodel() -> Non
         lambda: build_at(cfg, 0.0625),
         small.threads,
     )
-    index = indices(full, shapes, width_rule(cfg), Extraction("first"))
-    assert cached and all(torch.equal(v, own[k]) for k, v in extract(full, index).items())
+    assert cached and all(torch.equal(v, own[k]) for k, v in mine.items())
     # ... which scores far above the same slice of the pretrained whole model.
     assert slice_accuracy(small) > slice_accuracy(whole) + 0.3
     # The rounds scenario (no pretraining) starts from the whole model's seeded initial
