@@ -31,6 +31,7 @@ from fedbench.devices.kernels import (
     cpu_call_seconds,
     gpu_call_seconds,
 )
+from fedbench.devices.lowering import lower
 from fedbench.devices.memory import fault_seconds, resident_mb, swap_seconds
 from fedbench.devices.profile import DeviceProfile, load_profile
 from fedbench.devices.step import cpu_rig, gpu_rig, serial_seconds
@@ -61,14 +62,17 @@ class Predictor:
         self.rows, self.loads = list(rows), list(loads)
         self.profiles: dict[str, DeviceProfile] = {r.device: load_profile(r.device) for r in rows}
         self.groups: dict[tuple[str, str], _Group] = {}
-        tables = [CallTable.of(w) for w in loads]
+        measured = [CallTable.of(w) for w in loads]
+        # The step runs the framework's own training graph (fedbench.devices.lowering);
+        # the forward rows are inference, which runs no training-only ops.
+        tables = [lower(t, r.framework) for r, t in zip(rows, measured, strict=True)]
         keys = sorted({(r.knobs.device, r.framework) for r in rows})
         for key in keys:
             idx = [i for i, r in enumerate(rows) if (r.knobs.device, r.framework) == key]
             fwd = [i for i in idx if rows[i].forward_s is not None]
             parts = [tables[i] for i in idx]
             whole = CallTable.concat(parts)
-            fparts = [tables[i].select(tables[i].phase == FORWARD) for i in fwd]
+            fparts = [measured[i].select(measured[i].phase == FORWARD) for i in fwd]
             self.groups[key] = _Group(
                 idx,
                 whole,

@@ -35,7 +35,7 @@ from fedbench.models import InputSpec
 # Fields that describe the step rather than count its work.
 _FIXED = frozenset({"model", "input_shape", "plan", "num_params", "steps_per_update"})
 # Columns of the call table that name a category, not a count.
-_CATEGORIES = frozenset({"phase", "op_class", "kind"})
+_CATEGORIES = frozenset({"phase", "op_class", "kind", "op", "taps"})
 MEASURED = "measured"
 FORWARD_PHASE = PHASES.index("forward")
 
@@ -76,8 +76,9 @@ def forward_pass(w: Workload) -> Workload:
     calls = w.calls
     if calls is not None:
         keep = [i for i, p in enumerate(calls.phase) if p == FORWARD_PHASE]
+        columns = {f.name: getattr(calls, f.name) for f in fields(OpCalls)}
         calls = OpCalls(
-            **{f.name: tuple(getattr(calls, f.name)[i] for i in keep) for f in fields(OpCalls)}
+            **{k: tuple(col[i] for i in keep) if col else () for k, col in columns.items()}
         )
     return replace(
         w,

@@ -42,6 +42,11 @@ class OpCalls:
     outputs: tuple[float, ...]  # elements written: the work threads can split
     unfold: tuple[float, ...]  # bytes of a convolution's im2col matrix, else 0
     weights: tuple[float, ...]  # bytes of parameters (weight gradients) a GEMM call touches
+    # Which aten op the call is, where a framework lowers it differently
+    # (index into fedbench.measure.opclasses.NAMED_OPS; 0: any other op;
+    # empty: not recorded, every call 0).
+    op: tuple[int, ...] = ()
+    taps: tuple[float, ...] = ()  # kernel taps (kh x kw) of convolution calls, else 0
 
     def __len__(self) -> int:
         return len(self.flops)

@@ -108,11 +108,25 @@ class CallTable:
     outputs: np.ndarray
     unfold: np.ndarray
     weights: np.ndarray
+    # Index into opclasses.NAMED_OPS (0: any other op) and kernel taps of a
+    # convolution call (0 otherwise): what fedbench.devices.lowering needs.
+    # Left out (a hand-built table), every call is 0.
+    op: np.ndarray = None  # type: ignore[assignment]
+    taps: np.ndarray = None  # type: ignore[assignment]
+    # 1 for a later kernel of one op's own decomposition: the framework
+    # dispatches (and synchronises) the op once, not each of its kernels.
+    follows: np.ndarray = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        for name, dtype in (("op", np.int64), ("taps", float), ("follows", float)):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, np.zeros(len(self.flops), dtype))
 
     @classmethod
     def of(cls, w: Workload) -> CallTable:
         c = w.calls
         if c is not None:
+            n = len(c.flops)
             return cls(
                 np.asarray(c.phase, dtype=np.int64),
                 np.asarray(c.kind, dtype=np.int64),
@@ -122,6 +136,8 @@ class CallTable:
                 np.asarray(c.outputs, dtype=float),
                 np.asarray(c.unfold, dtype=float),
                 np.asarray(c.weights, dtype=float),
+                np.asarray(c.op, dtype=np.int64) if len(c.op) == n else np.zeros(n, np.int64),
+                np.asarray(c.taps, dtype=float) if len(c.taps) == n else np.zeros(n),
             )
         rows = [
             (p, KIND[_FALLBACK_KIND[cls_]], cost.flops, cost.bytes)
@@ -140,6 +156,8 @@ class CallTable:
             np.zeros(n),
             np.full(n, 1e12),  # as parallel as it gets
             np.zeros(n),
+            np.zeros(n),
+            np.zeros(n, np.int64),
             np.zeros(n),
         )
 
@@ -256,7 +274,7 @@ def cpu_call_seconds(
     unfold = traffic(passes * rig.unfold_scale * table.unfold)
     repack = traffic(_by_pass(table, fw, "repack_weights") * table.weights)
     kcycles = _by_pass(table, fw, "dispatch_kcycles") * rig.dispatch_scale
-    dispatch = kcycles * 1e3 / (rig.main_ghz * GB)
+    dispatch = (1.0 - table.follows) * kcycles * 1e3 / (rig.main_ghz * GB)
     return CallSeconds(roofline, unfold, repack, dispatch)
 
 
@@ -306,9 +324,10 @@ def gpu_call_seconds(table: CallTable, rig: GpuRig, fw: GpuFramework) -> GpuCall
     conv = np.isin(table.kind, CONV_KINDS) & (fw.filter_transform_passes > 0)
     relayout = fw.filter_transform_passes * table.weights / GB / (rig.dram_gbs * fw.transform_eff)
     device = device + np.where(conv, relayout + fw.launch_us * 1e-6, 0.0)
-    dispatch = np.full(len(table), fw.dispatch_kcycles * 1e3) / (rig.host_ghz * GB)
+    once = 1.0 - table.follows  # an op's host work and wait, once per op
+    dispatch = once * fw.dispatch_kcycles * 1e3 / (rig.host_ghz * GB)
     transfer = fw.transfer_fraction * table.bytes / GB / (rig.copy_gbs * fw.copy_eff)
-    sync = np.full(len(table), fw.sync_us * 1e-6)
+    sync = once * fw.sync_us * 1e-6
     return GpuCallSeconds(device, dispatch, transfer, sync, fw.overlap)
 
 

@@ -44,6 +44,7 @@ from fedbench.devices.kernels import (
     cpu_call_seconds,
     gpu_call_seconds,
 )
+from fedbench.devices.lowering import lower
 from fedbench.devices.memory import fault_seconds, resident_mb, swap_seconds
 from fedbench.devices.profile import DeviceProfile
 
@@ -141,7 +142,7 @@ def step_cost(
     if processor == "gpu":
         return slowed(_gpu_step(profile, workload, active, consts, framework, background), speed)
     fw = consts.framework(framework)
-    table = CallTable.of(workload)
+    table = lower(CallTable.of(workload), framework)
     rig = cpu_rig(profile, active, consts)
     calls = cpu_call_seconds(table, rig, fw, consts.fitted.shared)
     main = _main(active, consts)
@@ -228,7 +229,7 @@ def _gpu_step(
     gpu = profile.gpu
     assert gpu is not None
     fw = consts.gpu_framework(framework)
-    table = CallTable.of(workload)
+    table = lower(CallTable.of(workload), framework)
     rig = gpu_rig(profile, active, consts)
     calls = gpu_call_seconds(table, rig, fw)
     main = _main(active, consts)

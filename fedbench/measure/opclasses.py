@@ -161,6 +161,22 @@ KINDS: tuple[str, ...] = (
 )
 
 
+# Aten ops a framework may run as several kernels of its own: the call table
+# records which of these a call is (index; 0 is every other op), so the
+# emulator can lower the call the way that framework's graph does
+# (fedbench/devices/lowering.py). The measurement itself stays PyTorch's.
+NAMED_OPS: tuple[str, ...] = (
+    "",
+    "threshold_backward",  # ReLU's gradient
+    "hardtanh_backward",  # ReLU6's (a hardtanh on [0, 6])
+    "native_batch_norm",  # training-mode batch norm
+    "native_batch_norm_backward",
+    # The weight-gradient part of a depthwise convolution_backward (call_parts).
+    "convolution_backward.depthwise_weight",
+)
+DEPTHWISE_WEIGHT_GRAD = NAMED_OPS.index("convolution_backward.depthwise_weight")
+
+
 @dataclass(frozen=True)
 class OpCharge:
     """What one call of one aten op costs; `op_class` None means free."""
@@ -187,6 +203,8 @@ class OpCharge:
     # the same at any batch size. Frameworks that repack or transform
     # weights per call (Winograd, NC4HW4 packing) pay for these every step.
     weights: float = 0.0
+    op: int = 0  # index into NAMED_OPS
+    taps: float = 0.0  # kernel taps (kh x kw) of a convolution call, 0 otherwise
 
 
 _NO_CHARGE = OpCharge(None, 0.0, 0.0)
@@ -371,22 +389,31 @@ def call_parts(
         x, w = args[0], args[1]
         dims = _gemm_dims(w, groups, _pixels(x), _pixels(out))
         unfold = _unfold_bytes(w, groups, _pixels(out), args[3])
+        taps = float(w[0, 0].numel()) if w.dim() > 2 else 1.0
         return (
-            replace(total, narrow=dims["forward"], unfold=unfold, weights=float(tensor_bytes(w))),
+            replace(
+                total,
+                narrow=dims["forward"],
+                unfold=unfold,
+                weights=float(tensor_bytes(w)),
+                taps=taps,
+            ),
         )
     grad_out, x, w, mask = args[0], args[1], args[2], args[10]
     dims = _gemm_dims(w, groups, _pixels(x), _pixels(grad_out))
     unfold = _unfold_bytes(w, groups, _pixels(grad_out), args[4])
     go, xb, wb = tensor_bytes(grad_out), tensor_bytes(x), tensor_bytes(w)
+    taps = float(w[0, 0].numel()) if w.dim() > 2 else 1.0
+    weight_op = DEPTHWISE_WEIGHT_GRAD if total.op_class == "depthwise" else 0
     pieces = []
     if mask[0]:  # grad_input: reads grad_out and the weight, writes an input-sized tensor
-        pieces.append((go + wb + xb, dims["input"], float(x.numel())))
+        pieces.append((go + wb + xb, dims["input"], float(x.numel()), 0))
     if mask[1]:  # grad_weight: reads grad_out and the input, writes a weight-sized tensor
-        pieces.append((go + xb + wb, dims["weight"], float(w.numel())))
+        pieces.append((go + xb + wb, dims["weight"], float(w.numel()), weight_op))
     if not pieces:
         return (total,)
     share = 1.0 / len(pieces)  # each gradient costs one forward's FLOPs
-    moved = sum(b for b, _, _ in pieces)
+    moved = sum(b for b, _, _, _ in pieces)
     return tuple(
         replace(
             total,
@@ -396,8 +423,10 @@ def call_parts(
             outputs=o,
             unfold=unfold,
             weights=float(wb),
+            op=op,
+            taps=taps,
         )
-        for b, n, o in pieces
+        for b, n, o, op in pieces
     )
 
 
@@ -440,4 +469,6 @@ def charge(
         touched = _elements_touched(func, reads, writes)
         flops = _FLOPS_PER_ELEMENT.get(func._overloadpacket.__name__, 1.0) * touched
     outputs = float(sum(t.numel() for t in writes))
-    return OpCharge(op_class, flops, moved, kind_of(func, args, op_class), outputs=outputs)
+    name = func._overloadpacket.__name__
+    op = NAMED_OPS.index(name) if name in NAMED_OPS else 0
+    return OpCharge(op_class, flops, moved, kind_of(func, args, op_class), outputs=outputs, op=op)

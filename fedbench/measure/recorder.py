@@ -66,10 +66,13 @@ class StepRecorder(TorchDispatchMode):
         # phase -> op class -> [flops, bytes]
         self.costs: dict[str, dict[str, list[float]]] = {p: {} for p in PHASES}
         # Every charged call in order: (phase, op class, kind, flops, bytes,
-        # narrowest GEMM dimension, output elements, im2col bytes, weight bytes).
+        # narrowest GEMM dimension, output elements, im2col bytes, weight bytes,
+        # index into opclasses.NAMED_OPS, kernel taps of a convolution).
         # The emulator times each call on its own (a per-call roofline, a
         # launch cost per call), which class totals cannot express.
-        self.calls: list[tuple[str, str, str, float, float, float, float, float, float]] = []
+        self.calls: list[
+            tuple[str, str, str, float, float, float, float, float, float, int, float]
+        ] = []
         self.storages = StorageTracker()
 
     def __torch_dispatch__(
@@ -100,6 +103,8 @@ class StepRecorder(TorchDispatchMode):
                             part.outputs,
                             part.unfold,
                             part.weights,
+                            part.op,
+                            part.taps,
                         )
                     )
         leaves, _ = tree_flatten(out)

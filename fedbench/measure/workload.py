@@ -174,6 +174,8 @@ def _measure(model: nn.Module, spec: StepSpec, model_name: str, plan: str) -> Wo
         outputs=tuple(c[6] for c in recorder.calls),
         unfold=tuple(c[7] for c in recorder.calls),
         weights=tuple(c[8] for c in recorder.calls),
+        op=tuple(c[9] for c in recorder.calls),
+        taps=tuple(c[10] for c in recorder.calls),
     )
 
     def per_class(phase: str) -> dict[str, OpCost]:

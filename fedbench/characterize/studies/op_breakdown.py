@@ -130,12 +130,14 @@ def plot(rows: list[Row], path: Path) -> Path:
         axes, (("phase", PHASES), ("op_class", tuple(classes))), strict=True
     ):
         left = [0.0] * len(models)
-        for key in keys:
+        # More classes than the default cycle's ten colours: dense and swap shared one.
+        colours = plt.get_cmap("tab10" if len(keys) <= 10 else "tab20").colors
+        for i, key in enumerate(keys):
             widths = [
                 100 * sum(r["share"] for r in rows if r["model"] == m and r[field] == key)
                 for m in models
             ]
-            ax.barh(models, widths, left=left, label=key)
+            ax.barh(models, widths, left=left, label=key, color=colours[i % len(colours)])
             left = [a + b for a, b in zip(left, widths, strict=True)]
         ax.set_xlabel(f"share of step time by {field.replace('_', ' ')} (%)")
         ax.set_xlim(0, 100)

@@ -1,0 +1,216 @@
+"""How a framework's own graph runs a call: one measured aten call, several kernels.
+
+A workload's calls are PyTorch's (fedbench.measure): one aten call per
+operator. A framework that builds its training graph out of smaller ops of
+its own runs some of those calls as several kernels, each a pass over its
+operands with its own dispatch. `lower` rewrites such calls (the call
+table's `op` column names them, fedbench.measure.opclasses.NAMED_OPS) into
+the kernels that framework runs, so the per-call model
+(fedbench/devices/kernels.py) times what really runs.
+
+MNN's training graph (tools/train, Express) is the same for every backend,
+so its CPU and OpenCL stacks would lower alike; the CPU's does (LOWERINGS
+says why the OpenCL one does not yet). The decompositions are those of
+the MNN tree the calibration rows ran (UbiquitousLearning/
+Benchmark-On-Device-Training, which builds MNN from its own copy; paths
+below are in that tree):
+
+- ReLU's gradient, tools/train/source/grad/ReluGrad.cpp (ReluGrad::onGrad):
+  `mask = (_Sign(x) + 1) * 0.5; dx = mask * dy`, four elementwise kernels
+  (Sign, add, multiply by a scalar, multiply by dy) where PyTorch runs one
+  threshold_backward.
+- ReLU6's gradient, the same file (Relu6Grad::onGrad):
+  `mask0 = _Sign(x) + 1; mask1 = _Sign(6 - x) + 1;
+  dx = mask0 * mask1 * dy * 0.25`, eight elementwise kernels where
+  PyTorch runs one hardtanh_backward.
+
+- Training-mode batch norm, express/module/NN.cpp (BatchNormModule::onForward,
+  training branch): `_Convert` to NCHW, `_ReduceMean`, `x - mean`, `_Square`,
+  `_ReduceMean`, `xSub * rStd`, `* scale`, `+ bias`, `_Convert` back to
+  NC4HW4: nine passes over the activation, plus per-channel ops (`var + eps`,
+  `_Sqrt`, `_Reciprocal`, the running mean and variance: three each) where
+  PyTorch runs one native_batch_norm.
+- Its gradient is what Express's autodiff makes of those ops
+  (tools/train/source/grad/: TensorConvertGrad.cpp, BinaryGrad.cpp,
+  ReduceGrad.cpp, OpGrad.cpp): the converts back, `+ bias` (a `_ReduceSum`
+  for the bias), `* scale` (`g * scale`, and `g * norm` with its `_ReduceSum`
+  for the scale), `* rStd` (`g * rStd`), `x - mean` (`_Negative` and a
+  `_ReduceSum` for the mean, whose `_ReduceMean` gradient is a `ZerosLike`
+  plus a broadcast `_Add`) and `_Add` accumulating the two gradients of x.
+  UnaryGrad.cpp has no case for `_Reciprocal`, so nothing flows back through
+  the variance: the `xSub * rStd` gradient for rStd and everything behind it
+  are never evaluated (Express evaluates lazily).
+- A depthwise convolution's filter gradient,
+  source/geometry/GeometryConv2DBackPropFilter.cpp (computeForDepthWise):
+  the input and the output gradient converted to NCHW, then per kernel tap
+  a Raster that samples the shifted input, `_Multiply` with the output
+  gradient, a `_ReduceSum` over the pixels and one over the batch; where
+  PyTorch runs one depthwise weight-gradient kernel. (The input's convert
+  is counted at the output gradient's size: the same for a stride-1 conv.)
+  A geometry decomposition runs inside the one op (the backend executes its
+  commands), so the framework dispatches it once: its later kernels carry
+  no dispatch of their own (CallTable.follows).
+
+Each kernel reads its tensor operands (a scalar or per-channel operand is
+free) and writes a tensor of the call's size (the gradient, the activation,
+or the depthwise conv's output); a reduction writes a per-channel one but
+splits its input across threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from fedbench.devices.kernels import BACKWARD, KIND, CallTable
+from fedbench.measure.opclasses import NAMED_OPS
+
+ELEMENT_BYTES = 4.0  # MNN trains in float32
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One of the framework's kernels, its operands in units of the lowered call's size."""
+
+    kind: str  # "elementwise" or "movement" (opclasses.KINDS)
+    reads: float  # tensors of the call's size read (a scalar or per-channel operand: 0)
+    writes: float  # tensors of the call's size written
+
+
+def _ew(reads: float, writes: float = 1.0) -> Kernel:
+    return Kernel("elementwise", reads, writes)
+
+
+def _move(reads: float = 1.0, writes: float = 1.0) -> Kernel:
+    return Kernel("movement", reads, writes)
+
+
+_REDUCE = Kernel("elementwise", 1.0, 0.0)  # a full tensor in, a per-channel one out
+_TINY = Kernel("elementwise", 0.0, 0.0)  # per-channel: its dispatch is its cost
+
+
+def _depthwise_filter_grad(taps: int) -> tuple[Kernel, ...]:
+    # convert input, convert output gradient; per tap: Raster, multiply, two reductions;
+    # the per-tap results rastered into the filter gradient.
+    per_tap = (_move(), _ew(2), _REDUCE, _TINY)
+    return (_move(), _move()) + per_tap * taps + (Kernel("movement", 0.0, 0.0),)
+
+
+# Per lowered op: the kernels it becomes.
+_MNN_FIXED: Mapping[str, tuple[Kernel, ...]] = {
+    # Sign(x), + 1, * 0.5, * dy
+    "threshold_backward": (_ew(1), _ew(1), _ew(1), _ew(2)),
+    # Sign(x), + 1, 6 - x, Sign, + 1, mask0 * mask1, * dy, * 0.25
+    "hardtanh_backward": (_ew(1), _ew(1), _ew(1), _ew(1), _ew(1), _ew(2), _ew(2), _ew(1)),
+    # convert, mean, x - mean, square, mean, * rStd, * scale, + bias, convert;
+    # var + eps, sqrt, reciprocal, running mean and variance (3 each)
+    "native_batch_norm": (
+        _move(),
+        _REDUCE,
+        _ew(1),
+        _ew(1),
+        _REDUCE,
+        _ew(1),
+        _ew(1),
+        _ew(1),
+        _move(),
+    )
+    + (_TINY,) * 9,
+    # convert; bias: sum; scale: g * scale, g * norm, sum; g * rStd; mean: negative,
+    # sum, ZerosLike, broadcast add; x: add the two gradients; convert
+    "native_batch_norm_backward": (
+        _move(),
+        _REDUCE,
+        _ew(1),
+        _ew(2),
+        _REDUCE,
+        _ew(1),
+        _ew(1),
+        _REDUCE,
+        _TINY,
+        _move(0.0, 1.0),
+        _ew(1),
+        _ew(2),
+        _move(),
+    ),
+}
+_DEPTHWISE = "convolution_backward.depthwise_weight"
+# Ops MNN decomposes inside the op's own execution (source/geometry: the
+# backend runs the decomposition's commands as one op), not as Express ops of
+# the graph: the op is dispatched once, its kernels after the first follow it.
+_WITHIN_ONE_OP = frozenset({_DEPTHWISE})
+
+
+def _mnn(name: str, taps: int) -> tuple[Kernel, ...]:
+    if name == _DEPTHWISE:
+        return _depthwise_filter_grad(taps)
+    return _MNN_FIXED[name]
+
+
+Rule = Callable[[str, int], tuple[Kernel, ...]]
+# Per framework: the ops it lowers, and how (op name, kernel taps -> kernels).
+LOWERINGS: Mapping[str, tuple[frozenset[str], Rule]] = {
+    "mnn": (frozenset(_MNN_FIXED) | {_DEPTHWISE}, _mnn),
+    # Not yet "mnn_opencl", though MNN builds the same graph for it: the phone-GPU
+    # stack's copies are solved from paper 003's 91% data-movement share over the
+    # measured calls, and whether each lowered Express op maps its operands
+    # between host and GPU (or only the op-level calls do) decides that share and
+    # paper 001's GPU/CPU ratio. Lowered with per-op maps, MobileNetV2's copies
+    # set the rate every model's are charged at: its GPU/CPU ratio leaves paper
+    # 001's 1.8x-12x (21.7x at the OpenCL elementwise_eff estimate of 0.2, 13.6x at
+    # the CPU's fitted DRAM efficiency) while the other models' shares fall to
+    # ~60%. Open in calibration/report.md.
+}
+
+
+def lower(table: CallTable, framework: str) -> CallTable:
+    """`table` with each call `framework` runs as several kernels replaced by those kernels."""
+    if framework not in LOWERINGS or not (table.phase == BACKWARD).any():
+        # Inference runs the framework's eval-mode graph (e.g. MNN's BatchNormModule
+        # folds into one Scale op outside training): nothing to lower.
+        return table
+    names, rule = LOWERINGS[framework]
+    ruled = np.array([n in names for n in NAMED_OPS])[table.op]
+    calls = np.flatnonzero(ruled)
+    if not len(calls):
+        return table
+    count = np.ones(len(table), np.int64)
+    kinds: list[int] = []
+    moved: list[float] = []  # tensors of the call's size read + written
+    written: list[float] = []
+    elementwise: list[bool] = []
+    sizes: list[float] = []
+    follows: list[float] = []  # 1: dispatched with the kernel before it, as one op
+    for i in calls:
+        name, taps = NAMED_OPS[table.op[i]], int(table.taps[i])
+        kernels = rule(name, taps)
+        count[i] = len(kernels)
+        # Elements of the gradient (or output) the op computes; for a depthwise
+        # filter gradient, the conv's output (its FLOPs are 2 x taps per output).
+        size = table.flops[i] / (2.0 * taps) if name == _DEPTHWISE else table.outputs[i]
+        within = name in _WITHIN_ONE_OP
+        for j, k in enumerate(kernels):
+            follows.append(1.0 if within and j > 0 else 0.0)
+            kinds.append(KIND[k.kind])
+            moved.append(k.reads + k.writes)
+            written.append(k.writes if k.writes or not k.reads else k.reads)
+            elementwise.append(k.kind == "elementwise" and (k.reads + k.writes) > 0)
+            sizes.append(size)
+    source = np.repeat(np.arange(len(table)), count)
+    out = {f: getattr(table, f)[source].copy() for f in CallTable.__dataclass_fields__}
+    at = np.flatnonzero(ruled[source])  # the kernels, in the order built above
+    size_k = np.array(sizes)
+    out["kind"][at] = kinds
+    out["bytes"][at] = np.array(moved) * size_k * ELEMENT_BYTES
+    out["follows"][at] = follows
+    out["flops"][at] = np.where(elementwise, size_k, 0.0)
+    # A per-channel kernel writes a handful of elements (never none: a GPU's occupancy).
+    out["outputs"][at] = np.maximum(np.array(written) * size_k, 1.0)
+    out["narrow"][at] = 0.0
+    out["unfold"][at] = 0.0
+    out["weights"][at] = 0.0
+    out["op"][at] = 0
+    out["taps"][at] = 0.0
+    return CallTable(**out)

@@ -1,0 +1,123 @@
+"""MNN's lowering of PyTorch's calls into the kernels its own training graph runs.
+
+Each figure below is counted by hand from the MNN sources cited in
+fedbench/devices/lowering.py, so a change to a decomposition fails here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from fedbench.devices.constants import load_constants
+from fedbench.devices.kernels import BACKWARD, FORWARD, KIND, CallTable, CpuRig, cpu_call_seconds
+from fedbench.devices.lowering import lower
+from fedbench.measure.opclasses import NAMED_OPS
+from fedbench.measure.workload import measure_workload
+
+CONSTS = load_constants()
+RIG = CpuRig(threads=4.0, core_gflops=20.0, main_ghz=2.0, dram_gbs=10.0, cache_bytes=2**21)
+
+
+def one_call(
+    name: str, phase: int = BACKWARD, outputs: float = 1e5, taps: float = 0.0
+) -> CallTable:
+    """A table of a forward conv and one named call (lowering needs a backward phase)."""
+    kind = "depthwise" if "depthwise" in name else "elementwise"
+    flops = 2.0 * taps * outputs if taps else outputs
+    return CallTable(
+        np.array([FORWARD, phase]),
+        np.array([KIND["conv1x1"], KIND[kind]]),
+        np.array([1e9, flops]),
+        np.array([1e6, 3 * 4 * outputs]),
+        np.array([64.0, 0.0]),
+        np.array([1e5, outputs]),
+        np.zeros(2),
+        np.zeros(2),
+        np.array([0, NAMED_OPS.index(name)]),
+        np.array([0.0, taps]),
+    )
+
+
+def test_relu_and_relu6_gradients_become_mnn_sign_arithmetic() -> None:
+    """ReluGrad.cpp: ReLU's gradient is 4 kernels, ReLU6's 8; each streams its call's size."""
+    for name, kernels in (("threshold_backward", 4), ("hardtanh_backward", 8)):
+        low = lower(one_call(name), "mnn")
+        assert len(low) == 1 + kernels
+        assert (low.kind[1:] == KIND["elementwise"]).all()
+        assert (low.outputs[1:] == 1e5).all()
+        assert low.follows.sum() == 0  # Express ops: each dispatched on its own
+
+
+def test_training_batch_norm_becomes_nine_passes_and_nine_per_channel_ops() -> None:
+    """NN.cpp's training BatchNormModule: 9 kernels over the activation, 9 per channel."""
+    low = lower(one_call("native_batch_norm"), "mnn")
+    assert len(low) == 1 + 18
+    passes = low.bytes[1:] > 0
+    assert passes.sum() == 9
+    # convert, mean, x - mean, square, mean, * rStd, * scale, + bias, convert:
+    # 2 + 1 + 2 + 2 + 1 + 2 + 2 + 2 + 2 = 16 tensors of 4-byte elements moved
+    assert low.bytes[1:].sum() == 16 * 4 * 1e5
+
+
+def test_a_3x3_depthwise_filter_gradient_is_39_kernels_dispatched_once() -> None:
+    """GeometryConv2DBackPropFilter.cpp: 2 converts, 4 kernels per tap, 1 raster out;
+    one op, so one dispatch: on the CPU its cost is one call's dispatch."""
+    name = "convolution_backward.depthwise_weight"
+    low = lower(one_call(name, taps=9.0), "mnn")
+    assert len(low) == 1 + 2 + 4 * 9 + 1
+    assert low.follows[1] == 0.0 and (low.follows[2:] == 1.0).all()
+    fw = CONSTS.framework("mnn")
+    dispatch = cpu_call_seconds(low, RIG, fw, CONSTS.fitted.shared).dispatch
+    assert dispatch[1] > 0
+    assert np.count_nonzero(dispatch[1:]) == 1
+
+
+def test_inference_other_frameworks_and_other_ops_are_not_lowered() -> None:
+    """Inference runs MNN's eval graph; PyTorch and the phone GPU stack run the calls as
+    measured (lowering.LOWERINGS says why OpenCL is not lowered yet)."""
+    fwd = one_call("native_batch_norm", phase=FORWARD)
+    assert len(lower(fwd, "mnn")) == 2
+    for framework in ("pytorch", "mnn_opencl", "tensorflow"):
+        assert len(lower(one_call("native_batch_norm"), framework)) == 2
+    other = one_call("threshold_backward")
+    other.op[1] = 0
+    assert len(lower(other, "mnn")) == 2
+
+
+def test_a_measured_mobilenet_block_is_lowered_call_by_call() -> None:
+    """A real measured workload (conv-BN-ReLU6 then depthwise-BN-ReLU6): every named call
+    it records is lowered and nothing else changes."""
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        nn.Conv2d(3, 8, 1),
+        nn.BatchNorm2d(8),
+        nn.ReLU6(),
+        nn.Conv2d(8, 8, 3, padding=1, groups=8),
+        nn.BatchNorm2d(8),
+        nn.ReLU6(),
+        nn.Flatten(),
+        nn.Linear(8 * 8 * 8, 10),
+    )
+    w = measure_workload(net, (3, 8, 8), 4, model_name="block")
+    table = CallTable.of(w)
+    named = {NAMED_OPS[i]: int((table.op == i).sum()) for i in range(1, len(NAMED_OPS))}
+    assert named == {
+        "threshold_backward": 0,
+        "hardtanh_backward": 2,
+        "native_batch_norm": 2,
+        "native_batch_norm_backward": 2,
+        "convolution_backward.depthwise_weight": 1,
+    }
+    low = lower(table, "mnn")
+    # ReLU6 grads 8 kernels, BN 18, BN backward 13, the depthwise filter grad 39
+    extra = 2 * (8 - 1) + 2 * (18 - 1) + 2 * (13 - 1) + (39 - 1)
+    assert len(low) == len(table) + extra
+    assert (low.op == 0).all()
+    # The calls MNN runs as PyTorch does are untouched: same FLOPs and bytes per kind.
+    for kind in ("conv1x1", "matmul"):
+        k = KIND[kind]
+        assert low.flops[low.kind == k].sum() == table.flops[table.kind == k].sum()
+        assert low.bytes[low.kind == k].sum() == table.bytes[table.kind == k].sum()
+    assert low.bytes.sum() > 3 * table.bytes.sum()
