@@ -155,13 +155,10 @@ LOWERINGS: Mapping[str, tuple[frozenset[str], Rule]] = {
     "mnn": (frozenset(_MNN_FIXED) | {_DEPTHWISE}, _mnn),
     # Not yet "mnn_opencl", though MNN builds the same graph for it: the phone-GPU
     # stack's copies are solved from paper 003's 91% data-movement share over the
-    # measured calls, and whether each lowered Express op maps its operands
-    # between host and GPU (or only the op-level calls do) decides that share and
-    # paper 001's GPU/CPU ratio. Lowered with per-op maps, MobileNetV2's copies
-    # set the rate every model's are charged at: its GPU/CPU ratio leaves paper
-    # 001's 1.8x-12x (21.7x at the OpenCL elementwise_eff estimate of 0.2, 13.6x at
-    # the CPU's fitted DRAM efficiency) while the other models' shares fall to
-    # ~60%. Open in calibration/report.md.
+    # measured calls. Lowered - with per-op maps, or with the copies MNN's source
+    # makes (its CPU backup's ops, SGD's parameter round trips) - the emulated GPU
+    # kernels alone take 1.0-1.8x the CPU's step and the Mi 9's GPU/CPU ratios
+    # leave paper 001's 1.8x-12x band: calibration/report.md, known gaps.
 }
 
 
