@@ -81,7 +81,7 @@ def opencl_priors() -> dict[str, float]:
         "gemm_eff": 0.06,
         "depthwise_eff": 0.01,
         "elementwise_eff": 0.2,
-        "narrow_half": 32.0,
+        "narrow_half": 0.0,
         "occupancy_half_per_lane": 16.0,
         "launch_us": 30.0,
         "dispatch_kcycles": 50.0,

@@ -186,7 +186,11 @@ MNN_OPENCL_SOURCES: dict[str, str] = {
     "series GPUs (Adreno 640: 898.5 GFLOP/s peak) -> 55 / 898.5",
     "depthwise_eff": "same ratio to gemm_eff as MNN's CPU kernels (no GPU figure)",
     "elementwise_eff": "estimate: an OpenCL image pipeline at a fifth of DRAM bandwidth",
-    "narrow_half": "one 32-lane SIMD group per tile row",
+    "narrow_half": "0: MNN's OpenCL convolutions give each work-item a block of outputs and "
+    "loop over the thin dimension inside it (conv_2d.cl: 4 output channels x 4 pixels per "
+    "work-item, a loop over input-channel blocks; conv2d_backprop.cl: a work-item per 4x4 "
+    "channel block and tap, a loop over batch and pixels), so a thin GEMM idles no lanes; "
+    "few outputs do, which occupancy_half_per_lane charges (was 32, an estimate)",
     "occupancy_half_per_lane": "estimate: MNN's OpenCL convolution kernels write 4 channels x 4 "
     "pixels per work-item, so 16 outputs per lane is one work-item per ALU: half the Adreno "
     "640's 768 lanes busy (the TX2 fit's 124 would leave a 100k-output GEMM at half speed)",

@@ -314,7 +314,9 @@ def gpu_call_seconds(table: CallTable, rig: GpuRig, fw: GpuFramework) -> GpuCall
         np.where(table.kind == KIND["depthwise"], fw.depthwise_eff, fw.elementwise_eff),
     )
     thin = gemm & (table.narrow > 0)
-    eff = np.where(thin, eff * table.narrow / (table.narrow + fw.narrow_half), eff)
+    # (a stack with narrow_half 0 loses nothing to thin GEMMs; the floor avoids 0 / 0)
+    width = table.narrow / np.maximum(table.narrow + fw.narrow_half, 1e-30)
+    eff = np.where(thin, eff * width, eff)
     o = table.outputs
     occupancy = o / (o + rig.lanes * fw.occupancy_half_per_lane)
     compute = table.flops / GB / (rig.peak_gflops * eff * occupancy)

@@ -157,8 +157,9 @@ LOWERINGS: Mapping[str, tuple[frozenset[str], Rule]] = {
     # stack's copies are solved from paper 003's 91% data-movement share over the
     # measured calls. Lowered - with per-op maps, or with the copies MNN's source
     # makes (its CPU backup's ops, SGD's parameter round trips) - the emulated GPU
-    # kernels alone take 1.0-1.8x the CPU's step and the Mi 9's GPU/CPU ratios
-    # leave paper 001's 1.8x-12x band: calibration/report.md, known gaps.
+    # kernels alone took 1.0-1.8x the CPU's step (before narrow_half 0) and the
+    # Mi 9's GPU/CPU ratios left paper 001's 1.8x-12x band: calibration/report.md,
+    # known gaps.
 }
 
 
