@@ -95,7 +95,7 @@ def _depthwise_filter_grad(taps: int) -> tuple[Kernel, ...]:
     # convert input, convert output gradient; per tap: Raster, multiply, two reductions;
     # the per-tap results rastered into the filter gradient.
     per_tap = (_move(), _ew(2), _REDUCE, _TINY)
-    return (_move(), _move()) + per_tap * taps + (Kernel("movement", 0.0, 0.0),)
+    return (_move(), _move()) + per_tap * taps + (_move(0.0, 0.0),)
 
 
 # Per lowered op: the kernels it becomes.

@@ -322,13 +322,18 @@ def _conv_kind(func: torch._ops.OpOverload, args: tuple[Any, ...]) -> str:
     return "conv_kxk" if all(int(s) == 1 for s in stride) else "conv_strided"
 
 
+def _taps(weight: torch.Tensor) -> int:
+    """Kernel taps (kh x kw) of a convolution's weight; 1 for a linear layer's."""
+    return int(weight[0, 0].numel()) if weight.dim() > 2 else 1
+
+
 def _gemm_dims(
     weight: torch.Tensor, groups: int, pixels_in: int, pixels_out: int
 ) -> dict[str, float]:
     """Narrowest GEMM dimension of a convolution's forward, input-grad and weight-grad GEMMs."""
     cout = max(1, int(weight.shape[0]) // groups)
     cin = max(1, int(weight.shape[1]))  # per group
-    taps = int(weight[0, 0].numel()) if weight.dim() > 2 else 1
+    taps = _taps(weight)
     return {
         "forward": float(min(pixels_out, cout, cin * taps)),
         "input": float(min(pixels_in, cin, cout * taps)),
@@ -337,7 +342,7 @@ def _gemm_dims(
 
 
 def _unfold_bytes(weight: torch.Tensor, groups: int, pixels_out: int, stride: Any) -> float:
-    taps = int(weight[0, 0].numel()) if weight.dim() > 2 else 1
+    taps = _taps(weight)
     if taps == 1 and all(int(s) == 1 for s in stride):
         return 0.0
     return 4.0 * groups * int(weight.shape[1]) * taps * pixels_out
@@ -389,7 +394,7 @@ def call_parts(
         x, w = args[0], args[1]
         dims = _gemm_dims(w, groups, _pixels(x), _pixels(out))
         unfold = _unfold_bytes(w, groups, _pixels(out), args[3])
-        taps = float(w[0, 0].numel()) if w.dim() > 2 else 1.0
+        taps = float(_taps(w))
         return (
             replace(
                 total,
@@ -403,7 +408,7 @@ def call_parts(
     dims = _gemm_dims(w, groups, _pixels(x), _pixels(grad_out))
     unfold = _unfold_bytes(w, groups, _pixels(grad_out), args[4])
     go, xb, wb = tensor_bytes(grad_out), tensor_bytes(x), tensor_bytes(w)
-    taps = float(w[0, 0].numel()) if w.dim() > 2 else 1.0
+    taps = float(_taps(w))
     weight_op = DEPTHWISE_WEIGHT_GRAD if total.op_class == "depthwise" else 0
     pieces = []
     if mask[0]:  # grad_input: reads grad_out and the weight, writes an input-sized tensor
