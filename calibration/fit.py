@@ -10,8 +10,9 @@ The shared constants (calibration/params.py: per framework and pass the
 kernel efficiencies, per-call costs and im2col traffic; thread scaling,
 cache, the phones' sustained clock, swapping; the TX2 GPU stack) are
 fitted by least squares on log(predicted / measured) over every row's
-training-step time, the MNN rows' forward-pass time (weight 0.5) and
-resident set, and the TX2 rows' GPU utilisation, each parameter with a
+training-step time, the MNN rows' resident set and the TX2 rows' GPU
+utilisation (the MNN rows' forward passes are a check, not fitted: see
+below), each parameter with a
 log-normal prior that only matters where the rows cannot pin it down.
 The power model's activity factors are fitted after them, to the rows'
 measured whole-device power (calibration/energy.py). Never one constant per row. The
@@ -52,7 +53,11 @@ from fedbench.devices.profile import load_profile  # noqa: E402
 from fedbench.devices.step import gpu_rig  # noqa: E402
 from fedbench.measure.workload import Workload  # noqa: E402
 
-FORWARD_WEIGHT = 0.5  # the forward rows are eval-mode passes: informative, not the target
+# The MNN rows' forward passes are not fitted: they time MNN's eval path, whose
+# convolutions take constant weights (Winograd and tiled kernels, each weight
+# copied into its op per forward: express/module/NN.cpp, ConvModule's eval
+# branch), where the training step's are im2col + MatMul over weights that are
+# graph inputs (fedbench/devices/lowering.py). report.md checks them.
 RSS_WEIGHT = 1.0
 UTIL_WEIGHT = 1.0  # paper 000's GPU utilisation: how much of a step the GPU is busy
 SCHEMES = ("lomo", "lodo")  # leave one model out, leave one device out
@@ -98,7 +103,6 @@ class Objective:
     def __init__(self, rows: list[Row], predictor: Predictor) -> None:
         self.rows, self.predictor = rows, predictor
         self.measured = np.array([r.measured_s for r in rows])
-        self.forward = np.array([np.nan if r.forward_s is None else r.forward_s for r in rows])
         self.res = np.array([np.nan if r.peak_res_mb is None else r.peak_res_mb for r in rows])
         self.util = np.array([np.nan if r.gpu_util is None else r.gpu_util for r in rows])
         self.centre = np.log(params.guesses())
@@ -112,14 +116,12 @@ class Objective:
     def residuals(self, x: np.ndarray, train: np.ndarray) -> np.ndarray:
         p = self.predictor(self.consts(x))
         step = np.log(p.step_s[train] / self.measured[train])
-        fwd_rows = train & ~np.isnan(self.forward)
-        fwd = FORWARD_WEIGHT * np.log(p.forward_s[fwd_rows] / self.forward[fwd_rows])
         res_rows = train & ~np.isnan(self.res)
         res = RSS_WEIGHT * np.log(p.rss_mb[res_rows] / self.res[res_rows])
         util_rows = train & ~np.isnan(self.util)
         util = UTIL_WEIGHT * np.log(p.gpu_util[util_rows] / self.util[util_rows])
         prior = (x - self.centre) / self.sigma
-        return np.concatenate([step, fwd, res, util, prior])
+        return np.concatenate([step, res, util, prior])
 
     def fit(self, train: np.ndarray) -> np.ndarray:
         x0 = np.clip(self.centre, self.lower + 1e-9, self.upper - 1e-9)
@@ -259,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {
         "generated_by": "calibration/fit.py (do not edit by hand)",
         "data": f"calibration/data/{args.csv.name}: {len(rows)} rows",
-        "method": "least squares on log step time (+ MNN forward passes and resident sets), "
+        "method": "least squares on log step time (+ MNN resident sets, TX2 GPU utilisation), "
         "log-normal priors; cross-validated leaving one model / one device out",
         "latency_mape_in_sample_pct": f"{result.mape['in_sample']:.1f}",
         "latency_mape_lomo_pct": f"{result.mape.get('lomo', math.nan):.1f}",

@@ -27,6 +27,12 @@ CPU_FRAMEWORKS = ("mnn", "pytorch")
 POOLED = {"mnn": "GoogLeNet, AlexNet, SqueezeNet", "pytorch": "ResNets' stem max pool"}
 # ... and with normalisation layers.
 NORMED = {"mnn": "MobileNetV2", "pytorch": "ResNets, MobileNets, EfficientNet, ViT"}
+# Forward k x k convolutions at Winograd speed: PyTorch's training steps; MNN
+# runs them so only in inference (constant weights), which no fitted row times.
+WINOGRAD = {
+    "mnn": "none: MNN trains its convolutions as im2col + MatMul (inference only)",
+    "pytorch": "PyTorch rows (RPi 4, RPi 5): 3x3/5x5 conv nets",
+}
 
 
 @dataclass(frozen=True)
@@ -56,7 +62,7 @@ def _cpu_params(fw: str) -> list[Param]:
         Param(f"{at}.backward.unfold_depthwise", 1.0, 1e-3, 20.0, 1.0, f"{rows}: MobileNets"),
         Param(f"{at}.forward.repack_weights", 1.0, 1e-3, 50.0, 1.0, f"{rows}: batch-1 steps"),
         Param(f"{at}.backward.repack_weights", 1.0, 1e-3, 50.0, 1.0, f"{rows}: batch-1 steps"),
-        Param(f"{at}.winograd_speedup", 1.5, 1.0, 6.0, 1.0, f"{rows}: 3x3/5x5 conv nets"),
+        Param(f"{at}.winograd_speedup", 1.5, 1.0, 6.0, 1.0, WINOGRAD[fw]),
         Param(f"{at}.pool_cycles_per_output", 20.0, 0.01, 1e4, 1.5, f"{rows}: {POOLED[fw]}"),
         Param(f"{at}.norm_cycles_per_output", 2.0, 0.01, 1e4, 1.5, f"{rows}: {NORMED[fw]}"),
         # Prior 1.6: a training batch norm's forward reads its input twice and

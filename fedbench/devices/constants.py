@@ -84,7 +84,10 @@ class CpuFramework:
     backward: PassConstants
     optimizer: PassConstants
     # Forward k x k stride-1 convolutions run this much faster than their
-    # nominal FLOPs (Winograd: MNN's ConvolutionWinograd, NNPACK).
+    # nominal FLOPs (Winograd: MNN's ConvolutionWinograd, NNPACK). MNN runs
+    # them so in inference only: its training graph's convolutions take their
+    # weights as graph inputs and run as im2col + MatMul
+    # (fedbench/devices/lowering.py re-kinds them).
     winograd_speedup: Annotated[float, Bound("x", 1.0, 10.0)]
     # Plain GEMMs (linear layers, batched attention matmuls: the `matmul`
     # kind) run this much faster than the convolutions' GEMM efficiency.

@@ -18,10 +18,11 @@ with n_eff_i = 1 + (n - 1) o_i / (o_i + o_half) the threads a call with o_i
 output elements keeps busy (optimizer calls run on the main thread:
 n = 1), eff_i the framework's efficiency for the call's kind and pass
 (GEMM-shaped, depthwise, elementwise), scaled by the Winograd speed-up for
-forward k x k stride-1 convolutions, by the framework's `matmul_speedup`
-for plain GEMMs (linear layers, attention's batched matmuls: one BLAS
-call over batch x tokens rows where a convolution is lowered image by
-image), and by n / (n + narrow_half) for a
+forward k x k stride-1 convolutions (the `conv_kxk` kind; a framework whose
+training graph runs them otherwise re-kinds them: fedbench/devices/lowering.py),
+by the framework's `matmul_speedup` for plain GEMMs (linear layers,
+attention's batched matmuls: one BLAS call over batch x tokens rows where a
+convolution is lowered image by image), and by n / (n + narrow_half) for a
 GEMM whose narrowest dimension is n, cycles_i the framework's cycles per
 element written by a pool or a normalisation (0 for other calls), and
 dispatch_i the framework's serial per-call cost in cycles of the main core,

@@ -50,6 +50,15 @@ below are in that tree):
   A geometry decomposition runs inside the one op (the backend executes its
   commands), so the framework dispatches it once: its later kernels carry
   no dispatch of their own (CallTable.follows).
+- A dense convolution's forward, express/module/NN.cpp (ConvModule::onForward,
+  training branch): `_Conv(weight, bias, x)` with the weight a graph input,
+  which source/geometry/GeometryConv2D.cpp (computeIm2Col_GEMM) runs as an
+  im2col Raster of the input and a MatMul - for a 1x1 convolution too - and
+  never as MNN's Winograd or tiled convolutions: those take constant weights,
+  which only the eval branch builds (it copies each weight into the op).
+  The call keeps its FLOPs and becomes a GEMM over an im2col (the
+  `conv_strided` kind: no Winograd speed-up), and a 1x1 convolution's im2col
+  is a copy of its input.
 
 Each kernel reads its tensor operands (a scalar or per-channel operand is
 free) and writes a tensor of the call's size (the gradient, the activation,
@@ -60,11 +69,11 @@ splits its input across threads.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from fedbench.devices.kernels import BACKWARD, KIND, CallTable
+from fedbench.devices.kernels import BACKWARD, FORWARD, KIND, CallTable
 from fedbench.measure.opclasses import NAMED_OPS
 
 ELEMENT_BYTES = 4.0  # MNN trains in float32
@@ -149,10 +158,34 @@ def _mnn(name: str, taps: int) -> tuple[Kernel, ...]:
     return _MNN_FIXED[name]
 
 
+def _mnn_convolutions(table: CallTable) -> CallTable:
+    """Forward dense convolutions as GeometryConv2D's im2col + MatMul (module docstring)."""
+    forward = table.phase == FORWARD
+    kxk = forward & (table.kind == KIND["conv_kxk"])
+    one = forward & (table.kind == KIND["conv1x1"])
+    kind = np.where(kxk, KIND["conv_strided"], table.kind)
+    # A 1x1 convolution's call reads its input, its weights and writes its output.
+    inputs = np.maximum(0.0, table.bytes - table.weights - ELEMENT_BYTES * table.outputs)
+    unfold = np.where(one, inputs, table.unfold)
+    return replace(table, kind=kind, unfold=unfold)
+
+
 Rule = Callable[[str, int], tuple[Kernel, ...]]
-# Per framework: the ops it lowers, and how (op name, kernel taps -> kernels).
-LOWERINGS: Mapping[str, tuple[frozenset[str], Rule]] = {
-    "mnn": (frozenset(_MNN_FIXED) | {_DEPTHWISE}, _mnn),
+# How a framework's training graph runs calls it does not rename: every call
+# of the table in, the same calls out (re-kinded, their traffic changed).
+Convolutions = Callable[[CallTable], CallTable]
+
+
+@dataclass(frozen=True)
+class Lowering:
+    names: frozenset[str]  # the named ops (NAMED_OPS) it decomposes
+    rule: Rule  # op name, kernel taps -> kernels
+    convolutions: Convolutions
+
+
+# Per framework: the ops it lowers, and how.
+LOWERINGS: Mapping[str, Lowering] = {
+    "mnn": Lowering(frozenset(_MNN_FIXED) | {_DEPTHWISE}, _mnn, _mnn_convolutions),
     # Not yet "mnn_opencl", though MNN builds the same graph for it: the phone-GPU
     # stack's copies are solved from paper 003's 91% data-movement share over the
     # measured calls. Lowered - with per-op maps, or with the copies MNN's source
@@ -169,7 +202,9 @@ def lower(table: CallTable, framework: str) -> CallTable:
         # Inference runs the framework's eval-mode graph (e.g. MNN's BatchNormModule
         # folds into one Scale op outside training): nothing to lower.
         return table
-    names, rule = LOWERINGS[framework]
+    lowering = LOWERINGS[framework]
+    table = lowering.convolutions(table)
+    names, rule = lowering.names, lowering.rule
     ruled = np.array([n in names for n in NAMED_OPS])[table.op]
     calls = np.flatnonzero(ruled)
     if not len(calls):

@@ -121,3 +121,37 @@ def test_a_measured_mobilenet_block_is_lowered_call_by_call() -> None:
         assert low.flops[low.kind == k].sum() == table.flops[table.kind == k].sum()
         assert low.bytes[low.kind == k].sum() == table.bytes[table.kind == k].sum()
     assert low.bytes.sum() > 3 * table.bytes.sum()
+
+
+def test_mnn_trains_its_convolutions_as_im2col_and_matmul_never_winograd() -> None:
+    """GeometryConv2D.cpp: a training conv (weight a graph input) is an im2col Raster and a
+    MatMul - a 1x1 conv's im2col a copy of its input; Winograd is inference's (NN.cpp's
+    eval branch builds constant-weight convs), so the eval forward keeps its speed-up."""
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 16, 1), nn.Flatten(), nn.Linear(16 * 64, 10)
+    )
+    w = measure_workload(net, (3, 8, 8), 4, model_name="convs")
+    table = CallTable.of(w)
+    low = lower(table, "mnn")
+    forward = table.phase == FORWARD
+    kxk = forward & (table.kind == KIND["conv_kxk"])
+    one = forward & (table.kind == KIND["conv1x1"])
+    assert kxk.sum() == 1 and one.sum() == 1
+    assert len(low) == len(table)  # no named op here: the same calls, re-kinded
+    assert low.kind[kxk] == KIND["conv_strided"]
+    assert low.flops[kxk] == table.flops[kxk] and low.unfold[kxk] == table.unfold[kxk]
+    # The 1x1 conv's input, 4 images x 8 channels x 8 x 8 float32 (and its 16 biases:
+    # the call's bytes count them with its operands, its weight bytes do not).
+    assert table.unfold[one] == 0 and low.unfold[one] == 4 * 8 * 8 * 8 * 4 + 16 * 4
+    assert (low.kind[~forward] == table.kind[~forward]).all()
+    assert (low.unfold[~forward] == table.unfold[~forward]).all()
+    fw = CONSTS.framework("mnn")
+    assert fw.winograd_speedup > 1
+    shared = CONSTS.fitted.shared
+    train = cpu_call_seconds(low, RIG, fw, shared).roofline[kxk]
+    measured = cpu_call_seconds(table, RIG, fw, shared).roofline[kxk]
+    assert train > measured  # the measured kind, as inference runs it, has Winograd's speed
+    inference = table.select(forward)
+    assert (lower(inference, "mnn").kind == inference.kind).all()
+    assert (lower(table, "pytorch").kind == table.kind).all()
