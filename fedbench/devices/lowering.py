@@ -197,7 +197,9 @@ LOWERINGS: Mapping[str, Lowering] = {
 
 
 def lower(table: CallTable, framework: str) -> CallTable:
-    """`table` with each call `framework` runs as several kernels replaced by those kernels."""
+    """`table` as `framework`'s training graph runs it: its convolutions as that graph
+    runs them (Lowering.convolutions), each call it runs as several kernels replaced
+    by those kernels."""
     if framework not in LOWERINGS or not (table.phase == BACKWARD).any():
         # Inference runs the framework's eval-mode graph (e.g. MNN's BatchNormModule
         # folds into one Scale op outside training): nothing to lower.
