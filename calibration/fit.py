@@ -47,8 +47,8 @@ from predict import Predictor  # noqa: E402
 from rows import DEFAULT_CSV, ROOT, Row, load_rows, workload  # noqa: E402
 
 from fedbench.devices.constants import FITTED_FILE, Constants  # noqa: E402
-from fedbench.devices.kernels import CallTable, gpu_call_seconds  # noqa: E402
-from fedbench.devices.lowering import lower  # noqa: E402
+from fedbench.devices.kernels import gpu_call_seconds  # noqa: E402
+from fedbench.devices.lowering import lower_workload  # noqa: E402
 from fedbench.devices.profile import load_profile  # noqa: E402
 from fedbench.devices.step import gpu_rig  # noqa: E402
 from fedbench.measure.workload import Workload  # noqa: E402
@@ -154,7 +154,7 @@ def derive_opencl(values: np.ndarray) -> dict[str, float]:
     from fedbench.devices.knobs import Knobs
 
     rig = gpu_rig(profile, place(profile, Knobs(device="gpu"), consts, None), consts)
-    table = lower(CallTable.of(w), "mnn_opencl")
+    table = lower_workload(w, "mnn_opencl")
     calls = gpu_call_seconds(table, rig, consts.gpu_framework("mnn_opencl"))
     compute = float((calls.total - calls.transfer).sum())
     at_full_speed = float(calls.transfer.sum())  # transfer seconds at copy_eff 1

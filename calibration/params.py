@@ -31,7 +31,7 @@ NORMED = {"mnn": "MobileNetV2", "pytorch": "ResNets, MobileNets, EfficientNet, V
 # runs them so only in inference (constant weights), which no fitted row times.
 WINOGRAD = {
     "mnn": "none: MNN trains its convolutions as im2col + MatMul (inference only)",
-    "pytorch": "PyTorch rows (RPi 4, RPi 5): 3x3/5x5 conv nets",
+    "pytorch": "PyTorch rows (RPi 4, RPi 5): NNPACK's F(6x6, 3x3) on stride-1 3x3 convs",
 }
 
 

@@ -31,7 +31,7 @@ from fedbench.devices.kernels import (
     cpu_call_seconds,
     gpu_call_seconds,
 )
-from fedbench.devices.lowering import lower
+from fedbench.devices.lowering import lower_workload
 from fedbench.devices.memory import fault_seconds, resident_mb, swap_seconds
 from fedbench.devices.profile import DeviceProfile, load_profile
 from fedbench.devices.step import cpu_rig, gpu_rig, serial_seconds
@@ -65,7 +65,10 @@ class Predictor:
         measured = [CallTable.of(w) for w in loads]
         # The step runs the framework's own training graph (fedbench.devices.lowering);
         # the forward rows are inference, which runs no training-only ops.
-        tables = [lower(t, r.framework) for r, t in zip(rows, measured, strict=True)]
+        tables = [
+            lower_workload(w, r.framework, self.profiles[r.device].framework.conv_backend)
+            for r, w in zip(rows, loads, strict=True)
+        ]
         keys = sorted({(r.knobs.device, r.framework) for r in rows})
         for key in keys:
             idx = [i for i, r in enumerate(rows) if (r.knobs.device, r.framework) == key]

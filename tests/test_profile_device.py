@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from fedbench.devices.profile import load_profile
 from fedbench.measure.workload import measure_workload
@@ -190,6 +191,9 @@ def test_profile_of_this_host_loads_and_predicts_held_out_cases(tmp_path: Path) 
     assert run.returncode == 0, run.stderr[-3000:]
     profile = load_profile(out)  # validates every field and that each number has a source
     assert profile.name == "this_host" and profile.framework.threads == 1
+    # The convolution library of this host's torch build (lowering.CONV_BACKENDS).
+    linked = "onednn" if torch.backends.mkldnn.is_available() else "nnpack"
+    assert profile.framework.conv_backend == linked
     assert all("profile_device on " in text for text in profile.sources.values())
     for case in HOLDOUT:
         row = re.search(

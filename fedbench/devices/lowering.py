@@ -60,6 +60,27 @@ below are in that tree):
   `conv_strided` kind: no Winograd speed-up), and a 1x1 convolution's im2col
   is a copy of its input.
 
+PyTorch runs each measured call as one kernel, but which kernel a convolution
+gets depends on the build. Its ARM boards' calibration rows ran the 1.13.1
+aarch64 wheel, which has no oneDNN (pytorch/pytorch#97226: 1.13.0's wheel
+had it, 1.13.1's does not), so aten/src/ATen/native/Convolution.cpp's
+_select_conv_backend reaches ConvParams::use_nnpack: a non-dilated
+convolution over at least 16 images runs NNPACK, forward only (its backward
+is slow_conv_dilated2d_backward, an im2col like Slow2d's), in training too -
+use_nnpack does not ask whether a gradient is needed. NNPACK's
+nnp_convolution_output (src/convolution-output.c) picks its algorithm
+itself: Winograd F(6x6, 3x3) on 8x8 tiles for a 3x3 kernel (the fitted
+`winograd_speedup`), an 8x8 FFT (16x16 past 8x8 kernels) for every other
+stride-1 kernel - a 1x1 convolution included, whose pointwise complex
+products then cost twice its direct FLOPs - and no im2col: its transforms
+write the input and output tiles into buffers. A strided convolution runs
+nnp_convolution_inference image by image (aten/src/ATen/native/NNPACK.cpp),
+as the measured GEMM. Below 16 images, Slow2d: an im2col + GEMM, so no
+Winograd. A build with oneDNN (x86 wheels) convolves through it at every
+batch (its use_mkldnn comes first): a profile says which library its build
+links (`framework.conv_backend`), and a host's fitted kernel ratios
+(profile.KernelScale) carry the rest of the difference.
+
 Each kernel reads its tensor operands (a scalar or per-channel operand is
 free) and writes a tensor of the call's size (the gradient, the activation,
 or the depthwise conv's output); a reduction writes a per-channel one but
@@ -73,6 +94,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from fedbench.core.workload import Workload
 from fedbench.devices.kernels import BACKWARD, FORWARD, KIND, CallTable
 from fedbench.measure.opclasses import NAMED_OPS
 
@@ -158,22 +180,73 @@ def _mnn(name: str, taps: int) -> tuple[Kernel, ...]:
     return _MNN_FIXED[name]
 
 
-def _mnn_convolutions(table: CallTable) -> CallTable:
+def _mnn_convolutions(table: CallTable, batch: int, backend: str) -> CallTable:
     """Forward dense convolutions as GeometryConv2D's im2col + MatMul (module docstring)."""
+    if not (table.phase == BACKWARD).any():
+        return table  # the eval branch: constant-weight Winograd and tiled convolutions
     forward = table.phase == FORWARD
     kxk = forward & (table.kind == KIND["conv_kxk"])
     one = forward & (table.kind == KIND["conv1x1"])
     kind = np.where(kxk, KIND["conv_strided"], table.kind)
     # A 1x1 convolution's call reads its input, its weights and writes its output.
-    inputs = np.maximum(0.0, table.bytes - table.weights - ELEMENT_BYTES * table.outputs)
-    unfold = np.where(one, inputs, table.unfold)
+    unfold = np.where(one, _inputs(table), table.unfold)
     return replace(table, kind=kind, unfold=unfold)
+
+
+# The convolution libraries a build may link (profile.Framework.conv_backend).
+CONV_BACKENDS: tuple[str, ...] = ("nnpack", "onednn")
+# PyTorch's ConvParams::use_nnpack: NNPACK convolves a batch of at least 16.
+_NNPACK_MIN_BATCH = 16
+# NNPACK's fast convolutions (src/convolution-output.c): 8x8 input tiles (16x16
+# for kernels over 8); a 3x3 kernel's Winograd F(6x6, 3x3) leaves 6x6 outputs.
+_TILE, _WIDE_TILE = 8.0, 16.0
+_WINOGRAD_OUT = 6.0
+
+
+def _pytorch_convolutions(table: CallTable, batch: int, backend: str) -> CallTable:
+    """Forward dense convolutions as PyTorch's CPU build runs them (module docstring)."""
+    if backend == "onednn":
+        return table  # oneDNN's kernels at every batch: the measured kinds
+    forward = table.phase == FORWARD
+    stride1 = np.isin(table.kind, [KIND["conv1x1"], KIND["conv_kxk"]])
+    if batch < _NNPACK_MIN_BATCH:
+        # Slow2d: an im2col + GEMM, so no Winograd for a k x k convolution.
+        kxk = forward & (table.kind == KIND["conv_kxk"])
+        return replace(table, kind=np.where(kxk, KIND["conv_strided"], table.kind))
+    nnpack = forward & stride1
+    winograd = nnpack & (table.kind == KIND["conv_kxk"]) & (table.taps == 9)
+    fft = nnpack & ~winograd
+    # Pointwise complex products over the FFT tile's T^2 / 2 complex elements:
+    # 4 T^2 FLOPs per tile and channel pair, for (T + 1 - k)^2 outputs that a
+    # direct convolution computes in 2 k^2 FLOPs each (a 1x1 kernel: twice).
+    k = np.sqrt(np.maximum(table.taps, 1.0))
+    tile = np.where(k > _TILE, _WIDE_TILE, _TILE)
+    out_tile = np.where(winograd, _WINOGRAD_OUT, tile + 1.0 - k)
+    flops = np.where(fft, table.flops * 2.0 * tile**2 / (out_tile**2 * k**2), table.flops)
+    # No im2col: the transforms write each input and output tile (T / output tile)^2
+    # of its tensor into buffers the products then read.
+    cover = (tile / out_tile) ** 2
+    tiles = cover * (_inputs(table) + ELEMENT_BYTES * table.outputs)
+    unfold = np.where(nnpack, tiles, table.unfold)
+    # The FFT's products are a GEMM over channels (conv1x1: no Winograd speed-up).
+    kind = np.where(fft, KIND["conv1x1"], table.kind)
+    return replace(table, kind=kind, flops=flops, unfold=unfold)
+
+
+def _inputs(table: CallTable) -> np.ndarray:
+    """A forward convolution's input bytes: its call reads them and its weights."""
+    return np.maximum(0.0, table.bytes - table.weights - ELEMENT_BYTES * table.outputs)
+
+
+def _no_rule(name: str, taps: int) -> tuple[Kernel, ...]:
+    raise KeyError(f"PyTorch runs {name} as one kernel: nothing to lower")
 
 
 Rule = Callable[[str, int], tuple[Kernel, ...]]
 # How a framework's training graph runs calls it does not rename: every call
 # of the table in, the same calls out (re-kinded, their traffic changed).
-Convolutions = Callable[[CallTable], CallTable]
+# (calls, images per convolution, the build's convolution library: CONV_BACKENDS)
+Convolutions = Callable[[CallTable, int, str], CallTable]
 
 
 @dataclass(frozen=True)
@@ -186,6 +259,7 @@ class Lowering:
 # Per framework: the ops it lowers, and how.
 LOWERINGS: Mapping[str, Lowering] = {
     "mnn": Lowering(frozenset(_MNN_FIXED) | {_DEPTHWISE}, _mnn, _mnn_convolutions),
+    "pytorch": Lowering(frozenset(), _no_rule, _pytorch_convolutions),
     # Not yet "mnn_opencl", though MNN builds the same graph for it: the phone-GPU
     # stack's copies are solved from paper 003's 91% data-movement share over the
     # measured calls. Lowered - with per-op maps, or with the copies MNN's source
@@ -196,16 +270,25 @@ LOWERINGS: Mapping[str, Lowering] = {
 }
 
 
-def lower(table: CallTable, framework: str) -> CallTable:
-    """`table` as `framework`'s training graph runs it: its convolutions as that graph
-    runs them (Lowering.convolutions), each call it runs as several kernels replaced
-    by those kernels."""
-    if framework not in LOWERINGS or not (table.phase == BACKWARD).any():
-        # Inference runs the framework's eval-mode graph (e.g. MNN's BatchNormModule
-        # folds into one Scale op outside training): nothing to lower.
+def lower_workload(workload: Workload, framework: str, backend: str = "nnpack") -> CallTable:
+    """`workload`'s calls as `framework` runs them (`lower`), at its micro-batch."""
+    images = workload.batch_size // max(1, workload.steps_per_update)
+    return lower(CallTable.of(workload), framework, images, backend)
+
+
+def lower(table: CallTable, framework: str, batch: int, backend: str = "nnpack") -> CallTable:
+    """`table` (calls on `batch` images at a time) as `framework`'s graph runs it: its
+    convolutions as that framework's build (`backend`, CONV_BACKENDS) runs them
+    (Lowering.convolutions), each call its training graph runs as several kernels
+    replaced by those kernels."""
+    if framework not in LOWERINGS:
         return table
     lowering = LOWERINGS[framework]
-    table = lowering.convolutions(table)
+    table = lowering.convolutions(table, batch, backend)
+    if not (table.phase == BACKWARD).any():
+        # Inference runs the framework's eval-mode graph (e.g. MNN's BatchNormModule
+        # folds into one Scale op outside training): no training op to lower.
+        return table
     names, rule = lowering.names, lowering.rule
     ruled = np.array([n in names for n in NAMED_OPS])[table.op]
     calls = np.flatnonzero(ruled)

@@ -23,6 +23,7 @@ import yaml
 
 from fedbench.core.device import DeviceState
 from fedbench.devices.constants import load_constants
+from fedbench.devices.lowering import CONV_BACKENDS
 from fedbench.devices.schema import Bound, Reader, all_paths, numeric_paths
 from fedbench.errors import FedbenchError, choices, closest
 from fedbench.paths import profiles_dir
@@ -150,6 +151,11 @@ class Framework:
     # profile_device for a host, 1 for the shipped profiles.
     dispatch_scale: Annotated[float, Bound("x the fitted per-call cost", 0.01, 100.0)] = 1.0
     kernel_scale: KernelScale = KernelScale()
+    # The convolution library this build links (fedbench.devices.lowering):
+    # "nnpack" for PyTorch's ARM wheels, which lack oneDNN (the calibration
+    # rows' boards), "onednn" for a build that convolves through oneDNN at
+    # every batch (x86 wheels; profile_device asks torch).
+    conv_backend: str = "nnpack"
 
 
 GOVERNORS: tuple[str, ...] = ("top", "sustained")
@@ -342,6 +348,11 @@ def _check(p: DeviceProfile, r: Reader, expected_name: str | None) -> None:
         )
     if p.framework.threads > p.total_cores:
         raise r.fail("framework.threads", f"expected at most the {p.total_cores} cores")
+    if p.framework.conv_backend not in CONV_BACKENDS:
+        raise r.fail(
+            "framework.conv_backend",
+            f"expected one of {choices(CONV_BACKENDS)}, got {p.framework.conv_backend!r}",
+        )
     if p.os.governor not in GOVERNORS:
         raise r.fail("os.governor", f"expected one of {choices(GOVERNORS)}, got {p.os.governor!r}")
     if p.memory.resident_mb > p.memory.total_mb:

@@ -37,14 +37,13 @@ from fedbench.devices.cpu import Active, parallel_power_w, serial_power_w
 from fedbench.devices.kernels import (
     GB,
     OPTIMIZER,
-    CallTable,
     CpuRig,
     GpuRig,
     by_class,
     cpu_call_seconds,
     gpu_call_seconds,
 )
-from fedbench.devices.lowering import lower
+from fedbench.devices.lowering import lower_workload
 from fedbench.devices.memory import fault_seconds, resident_mb, swap_seconds
 from fedbench.devices.profile import DeviceProfile
 
@@ -142,7 +141,7 @@ def step_cost(
     if processor == "gpu":
         return slowed(_gpu_step(profile, workload, active, consts, framework, background), speed)
     fw = consts.framework(framework)
-    table = lower(CallTable.of(workload), framework)
+    table = lower_workload(workload, framework, profile.framework.conv_backend)
     rig = cpu_rig(profile, active, consts)
     calls = cpu_call_seconds(table, rig, fw, consts.fitted.shared)
     main = _main(active, consts)
@@ -229,7 +228,7 @@ def _gpu_step(
     gpu = profile.gpu
     assert gpu is not None
     fw = consts.gpu_framework(framework)
-    table = lower(CallTable.of(workload), framework)
+    table = lower_workload(workload, framework, profile.framework.conv_backend)
     rig = gpu_rig(profile, active, consts)
     calls = gpu_call_seconds(table, rig, fw)
     main = _main(active, consts)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from fedbench.measure.probe.sysfs import read_int, read_text
 from fedbench.profiling.describe import DeviceDescription
 from fedbench.profiling.fit import KERNELS, PARAMS, Fit
@@ -55,6 +57,11 @@ class Measured:
     clock: str  # "cpu" (thread CPU time) or "wall"
     cases: int
     date: str = dt.date.today().isoformat()
+
+
+def conv_backend() -> str:
+    """The convolution library this process's torch build links (profile.Framework)."""
+    return "onednn" if torch.backends.mkldnn.is_available() else "nnpack"
 
 
 def soc_name(root: Path = Path("/")) -> str:
@@ -156,7 +163,12 @@ def base_profile(m: Measured) -> dict[str, Any]:
         "network": {"up_mbps": 100.0, "down_mbps": 100.0, "rtt_ms": 5.0},
         "availability": {"hours": [[0, 24]]},
         "battery": {"capacity_wh": round(m.battery_wh, 3) if m.battery_wh else None},
-        "framework": {"name": "pytorch", "threads": m.threads, "dispatch_scale": 1.0},
+        "framework": {
+            "name": "pytorch",
+            "threads": m.threads,
+            "dispatch_scale": 1.0,
+            "conv_backend": conv_backend(),
+        },
         "os": {"background_share": 0.9, "governor": "top"},
     }
 

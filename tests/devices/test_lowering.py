@@ -1,13 +1,14 @@
-"""MNN's lowering of PyTorch's calls into the kernels its own training graph runs.
+"""How MNN and PyTorch's ARM build run the measured calls (fedbench.devices.lowering).
 
-Each figure below is counted by hand from the MNN sources cited in
-fedbench/devices/lowering.py, so a change to a decomposition fails here.
+Each figure below is counted by hand from the MNN, PyTorch and NNPACK sources
+cited in fedbench/devices/lowering.py, so a change to a decomposition fails here.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+from pytest import approx
 from torch import nn
 
 from fedbench.devices.constants import load_constants
@@ -43,7 +44,7 @@ def one_call(
 def test_relu_and_relu6_gradients_become_mnn_sign_arithmetic() -> None:
     """ReluGrad.cpp: ReLU's gradient is 4 kernels, ReLU6's 8; each streams its call's size."""
     for name, kernels in (("threshold_backward", 4), ("hardtanh_backward", 8)):
-        low = lower(one_call(name), "mnn")
+        low = lower(one_call(name), "mnn", 16)
         assert len(low) == 1 + kernels
         assert (low.kind[1:] == KIND["elementwise"]).all()
         assert (low.outputs[1:] == 1e5).all()
@@ -52,7 +53,7 @@ def test_relu_and_relu6_gradients_become_mnn_sign_arithmetic() -> None:
 
 def test_training_batch_norm_becomes_nine_passes_and_nine_per_channel_ops() -> None:
     """NN.cpp's training BatchNormModule: 9 kernels over the activation, 9 per channel."""
-    low = lower(one_call("native_batch_norm"), "mnn")
+    low = lower(one_call("native_batch_norm"), "mnn", 16)
     assert len(low) == 1 + 18
     passes = low.bytes[1:] > 0
     assert passes.sum() == 9
@@ -65,7 +66,7 @@ def test_a_3x3_depthwise_filter_gradient_is_39_kernels_dispatched_once() -> None
     """GeometryConv2DBackPropFilter.cpp: 2 converts, 4 kernels per tap, 1 raster out;
     one op, so one dispatch: on the CPU its cost is one call's dispatch."""
     name = "convolution_backward.depthwise_weight"
-    low = lower(one_call(name, taps=9.0), "mnn")
+    low = lower(one_call(name, taps=9.0), "mnn", 16)
     assert len(low) == 1 + 2 + 4 * 9 + 1
     assert low.follows[1] == 0.0 and (low.follows[2:] == 1.0).all()
     fw = CONSTS.framework("mnn")
@@ -78,12 +79,12 @@ def test_inference_other_frameworks_and_other_ops_are_not_lowered() -> None:
     """Inference runs MNN's eval graph; PyTorch and the phone GPU stack run the calls as
     measured (lowering.LOWERINGS says why OpenCL is not lowered yet)."""
     fwd = one_call("native_batch_norm", phase=FORWARD)
-    assert len(lower(fwd, "mnn")) == 2
+    assert len(lower(fwd, "mnn", 16)) == 2
     for framework in ("pytorch", "mnn_opencl", "tensorflow"):
-        assert len(lower(one_call("native_batch_norm"), framework)) == 2
+        assert len(lower(one_call("native_batch_norm"), framework, 16)) == 2
     other = one_call("threshold_backward")
     other.op[1] = 0
-    assert len(lower(other, "mnn")) == 2
+    assert len(lower(other, "mnn", 16)) == 2
 
 
 def test_a_measured_mobilenet_block_is_lowered_call_by_call() -> None:
@@ -110,7 +111,7 @@ def test_a_measured_mobilenet_block_is_lowered_call_by_call() -> None:
         "native_batch_norm_backward": 2,
         "convolution_backward.depthwise_weight": 1,
     }
-    low = lower(table, "mnn")
+    low = lower(table, "mnn", 16)
     # ReLU6 grads 8 kernels, BN 18, BN backward 13, the depthwise filter grad 39
     extra = 2 * (8 - 1) + 2 * (18 - 1) + 2 * (13 - 1) + (39 - 1)
     assert len(low) == len(table) + extra
@@ -133,7 +134,7 @@ def test_mnn_trains_its_convolutions_as_im2col_and_matmul_never_winograd() -> No
     )
     w = measure_workload(net, (3, 8, 8), 4, model_name="convs")
     table = CallTable.of(w)
-    low = lower(table, "mnn")
+    low = lower(table, "mnn", 16)
     forward = table.phase == FORWARD
     kxk = forward & (table.kind == KIND["conv_kxk"])
     one = forward & (table.kind == KIND["conv1x1"])
@@ -153,5 +154,57 @@ def test_mnn_trains_its_convolutions_as_im2col_and_matmul_never_winograd() -> No
     measured = cpu_call_seconds(table, RIG, fw, shared).roofline[kxk]
     assert train > measured  # the measured kind, as inference runs it, has Winograd's speed
     inference = table.select(forward)
-    assert (lower(inference, "mnn").kind == inference.kind).all()
-    assert (lower(table, "pytorch").kind == table.kind).all()
+    assert (lower(inference, "mnn", 16).kind == inference.kind).all()
+
+
+def test_pytorch_convolves_a_batch_of_16_with_nnpack_and_a_smaller_one_with_im2col() -> None:
+    """PyTorch 1.13's ARM wheel has no oneDNN, so ConvParams::use_nnpack decides: from 16
+    images a stride-1 conv runs NNPACK's auto algorithm (convolution-output.c) - Winograd
+    F(6x6, 3x3) for a 3x3 kernel, an 8x8 FFT (twice a 1x1 conv's FLOPs) otherwise - with
+    transform buffers for tiles, not an im2col; below 16, Slow2d's im2col + GEMM; strided
+    convs and the backward keep their measured kinds."""
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.Conv2d(8, 16, 1),
+        nn.Conv2d(16, 16, 3, stride=2, padding=1),
+        nn.Flatten(),
+        nn.Linear(16 * 16, 10),
+    )
+    w = measure_workload(net, (3, 8, 8), 16, model_name="convs16")
+    table = CallTable.of(w)
+    forward = table.phase == FORWARD
+    kxk = forward & (table.kind == KIND["conv_kxk"])
+    one = forward & (table.kind == KIND["conv1x1"])
+    strided = forward & (table.kind == KIND["conv_strided"])
+    assert kxk.sum() == one.sum() == strided.sum() == 1
+
+    nnpack = lower(table, "pytorch", 16)
+    assert nnpack.kind[kxk] == KIND["conv_kxk"]  # Winograd: winograd_speedup applies
+    assert nnpack.flops[kxk] == table.flops[kxk]
+    assert nnpack.kind[one] == KIND["conv1x1"] and nnpack.flops[one] == 2 * table.flops[one]
+    # Tiles, not an im2col: 3 x 8 x 8 input and 8 x 8 x 8 output floats per image, each
+    # covered by 8x8 input tiles of 6x6 outputs ((8/6)^2), and the 1x1's 8 x 8 x 8 input
+    # and 16 x 8 x 8 output by 8x8 tiles of 8x8 outputs.
+    images = 16 * 4.0
+    assert nnpack.unfold[kxk] == approx((8 / 6) ** 2 * images * (3 * 64 + 8 * 64), rel=1e-3)
+    assert table.unfold[one] == 0
+    assert nnpack.unfold[one] == approx(images * (8 * 64 + 16 * 64), rel=1e-3)
+    untouched = strided | ~forward
+    for field in ("kind", "flops", "unfold"):
+        assert (getattr(nnpack, field)[untouched] == getattr(table, field)[untouched]).all()
+
+    slow = lower(table, "pytorch", 15)
+    assert slow.kind[kxk] == KIND["conv_strided"]  # Slow2d: im2col + GEMM, no Winograd
+    assert slow.unfold[kxk] == table.unfold[kxk] > 0
+    assert (slow.flops == table.flops).all()
+    assert (slow.kind[~kxk] == table.kind[~kxk]).all()
+
+    # A build that links oneDNN (x86) convolves through it at every batch: as measured.
+    onednn = lower(table, "pytorch", 16, "onednn")
+    for field in ("kind", "flops", "unfold"):
+        assert (getattr(onednn, field) == getattr(table, field)).all()
+
+    # The same routing for inference (the conv backend is picked per call, not per graph).
+    inference = table.select(forward)
+    assert (lower(inference, "pytorch", 16).flops == nnpack.select(forward).flops).all()

@@ -124,6 +124,14 @@ def test_unknown_arch_and_inconsistent_max_clock(tmp_path: Path) -> None:
     assert "top DVFS step" in _refused(_write(tmp_path, clock))
 
 
+def test_unknown_conv_backend_is_refused_with_the_choices(tmp_path: Path) -> None:
+    def backend(d: dict[str, Any]) -> None:
+        d["framework"]["conv_backend"] = "mkl"
+
+    message = _refused(_write(tmp_path, backend))
+    assert "framework.conv_backend" in message and "nnpack" in message and "onednn" in message
+
+
 def test_unknown_profile_name_lists_choices() -> None:
     with pytest.raises(FedbenchError, match="did you mean 'rpi4'.*valid: .*jetson_tx2"):
         load_profile("rpi_4")
