@@ -31,7 +31,7 @@ from fedbench.devices.kernels import (
     cpu_call_seconds,
     gpu_call_seconds,
 )
-from fedbench.devices.lowering import lower_workload
+from fedbench.devices.lowering import lower
 from fedbench.devices.memory import fault_seconds, resident_mb, swap_seconds
 from fedbench.devices.profile import DeviceProfile, load_profile
 from fedbench.devices.step import cpu_rig, gpu_rig, serial_seconds
@@ -62,20 +62,22 @@ class Predictor:
         self.rows, self.loads = list(rows), list(loads)
         self.profiles: dict[str, DeviceProfile] = {r.device: load_profile(r.device) for r in rows}
         self.groups: dict[tuple[str, str], _Group] = {}
+        # Each step as the framework's build runs it (fedbench.devices.lowering); a
+        # forward row is inference, which that graph runs without its training ops.
         measured = [CallTable.of(w) for w in loads]
-        # The step runs the framework's own training graph (fedbench.devices.lowering);
-        # the forward rows are inference, which runs no training-only ops.
-        tables = [
-            lower_workload(w, r.framework, self.profiles[r.device].framework.conv_backend)
-            for r, w in zip(rows, loads, strict=True)
-        ]
+        backends = [self.profiles[r.device].framework.conv_backend for r in rows]
+
+        def lowered(i: int, table: CallTable) -> CallTable:
+            return lower(table, rows[i].framework, loads[i].micro_batch, backends[i])
+
+        tables = [lowered(i, t) for i, t in enumerate(measured)]
         keys = sorted({(r.knobs.device, r.framework) for r in rows})
         for key in keys:
             idx = [i for i, r in enumerate(rows) if (r.knobs.device, r.framework) == key]
             fwd = [i for i in idx if rows[i].forward_s is not None]
             parts = [tables[i] for i in idx]
             whole = CallTable.concat(parts)
-            fparts = [measured[i].select(measured[i].phase == FORWARD) for i in fwd]
+            fparts = [lowered(i, measured[i].select(measured[i].phase == FORWARD)) for i in fwd]
             self.groups[key] = _Group(
                 idx,
                 whole,

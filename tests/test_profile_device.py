@@ -191,7 +191,7 @@ def test_profile_of_this_host_loads_and_predicts_held_out_cases(tmp_path: Path) 
     assert run.returncode == 0, run.stderr[-3000:]
     profile = load_profile(out)  # validates every field and that each number has a source
     assert profile.name == "this_host" and profile.framework.threads == 1
-    # The convolution library of this host's torch build (lowering.CONV_BACKENDS).
+    # The convolution library of this host's torch build (profile.CONV_BACKENDS).
     linked = "onednn" if torch.backends.mkldnn.is_available() else "nnpack"
     assert profile.framework.conv_backend == linked
     assert all("profile_device on " in text for text in profile.sources.values())

@@ -82,6 +82,11 @@ class Workload:
         )
 
     @property
+    def micro_batch(self) -> int:
+        """Images per forward and backward pass: the batch over its micro-batches."""
+        return self.batch_size // max(1, self.steps_per_update)
+
+    @property
     def peak_bytes(self) -> int:
         return (
             self.param_bytes

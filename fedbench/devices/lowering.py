@@ -193,8 +193,6 @@ def _mnn_convolutions(table: CallTable, batch: int, backend: str) -> CallTable:
     return replace(table, kind=kind, unfold=unfold)
 
 
-# The convolution libraries a build may link (profile.Framework.conv_backend).
-CONV_BACKENDS: tuple[str, ...] = ("nnpack", "onednn")
 # PyTorch's ConvParams::use_nnpack: NNPACK convolves a batch of at least 16.
 _NNPACK_MIN_BATCH = 16
 # NNPACK's fast convolutions (src/convolution-output.c): 8x8 input tiles (16x16
@@ -208,12 +206,11 @@ def _pytorch_convolutions(table: CallTable, batch: int, backend: str) -> CallTab
     if backend == "onednn":
         return table  # oneDNN's kernels at every batch: the measured kinds
     forward = table.phase == FORWARD
-    stride1 = np.isin(table.kind, [KIND["conv1x1"], KIND["conv_kxk"]])
     if batch < _NNPACK_MIN_BATCH:
         # Slow2d: an im2col + GEMM, so no Winograd for a k x k convolution.
         kxk = forward & (table.kind == KIND["conv_kxk"])
         return replace(table, kind=np.where(kxk, KIND["conv_strided"], table.kind))
-    nnpack = forward & stride1
+    nnpack = forward & np.isin(table.kind, [KIND["conv1x1"], KIND["conv_kxk"]])
     winograd = nnpack & (table.kind == KIND["conv_kxk"]) & (table.taps == 9)
     fft = nnpack & ~winograd
     # Pointwise complex products over the FFT tile's T^2 / 2 complex elements:
@@ -245,7 +242,8 @@ def _no_rule(name: str, taps: int) -> tuple[Kernel, ...]:
 Rule = Callable[[str, int], tuple[Kernel, ...]]
 # How a framework's training graph runs calls it does not rename: every call
 # of the table in, the same calls out (re-kinded, their traffic changed).
-# (calls, images per convolution, the build's convolution library: CONV_BACKENDS)
+# (calls, images per convolution, the build's convolution library:
+# profile.CONV_BACKENDS)
 Convolutions = Callable[[CallTable, int, str], CallTable]
 
 
@@ -272,13 +270,12 @@ LOWERINGS: Mapping[str, Lowering] = {
 
 def lower_workload(workload: Workload, framework: str, backend: str = "nnpack") -> CallTable:
     """`workload`'s calls as `framework` runs them (`lower`), at its micro-batch."""
-    images = workload.batch_size // max(1, workload.steps_per_update)
-    return lower(CallTable.of(workload), framework, images, backend)
+    return lower(CallTable.of(workload), framework, workload.micro_batch, backend)
 
 
 def lower(table: CallTable, framework: str, batch: int, backend: str = "nnpack") -> CallTable:
     """`table` (calls on `batch` images at a time) as `framework`'s graph runs it: its
-    convolutions as that framework's build (`backend`, CONV_BACKENDS) runs them
+    convolutions as that framework's build (`backend`, profile.CONV_BACKENDS) runs them
     (Lowering.convolutions), each call its training graph runs as several kernels
     replaced by those kernels."""
     if framework not in LOWERINGS:

@@ -23,7 +23,6 @@ import yaml
 
 from fedbench.core.device import DeviceState
 from fedbench.devices.constants import load_constants
-from fedbench.devices.lowering import CONV_BACKENDS
 from fedbench.devices.schema import Bound, Reader, all_paths, numeric_paths
 from fedbench.errors import FedbenchError, choices, closest
 from fedbench.paths import profiles_dir
@@ -159,6 +158,9 @@ class Framework:
 
 
 GOVERNORS: tuple[str, ...] = ("top", "sustained")
+# The convolution libraries a build may link (Framework.conv_backend; how each
+# runs a convolution: fedbench.devices.lowering).
+CONV_BACKENDS: tuple[str, ...] = ("nnpack", "onednn")
 
 
 @dataclass(frozen=True)
