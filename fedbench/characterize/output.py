@@ -120,6 +120,21 @@ def legend(ax: Any, fontsize: int = 8, title: str | None = None, loc: str = "bes
         ax.legend(fontsize=fontsize, title=title, loc=loc)
 
 
+def log_y(ax: Any) -> None:
+    """A log y axis labelled 0.1, 3, 40 rather than 10^-1, 3 x 10^0: matplotlib labels
+    minor ticks too on a span of under a decade, and mathtext powers read badly there."""
+    from matplotlib.ticker import LogFormatter
+
+    class Plain(LogFormatter):  # type: ignore[misc]
+        # LogFormatter decides which ticks get a label; each is written as a number.
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            return f"{x:g}" if super().__call__(x, pos) else ""
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(Plain(labelOnlyBase=False))
+    ax.yaxis.set_minor_formatter(Plain(labelOnlyBase=False, minor_thresholds=(1, 0.4)))
+
+
 def log2_axis(ax: Any, ticks: Sequence[int]) -> None:
     """A log2 x axis ticked at `ticks` (batch sizes, widths), labelled 1, 2, 4 rather than 2^k."""
     from matplotlib.ticker import NullLocator

@@ -21,6 +21,7 @@ from fedbench.characterize.output import (
     fmt,
     legend,
     log2_axis,
+    log_y,
     pyplot,
     ratio,
     save,
@@ -168,7 +169,7 @@ def plot_sweep(rows: list[Row], path: Path) -> Path:
         ax.set_xlabel("batch size")
         ax.set_ylabel(label)
         if drawn:
-            ax.set_yscale("log")
+            log_y(ax)
         else:
             ax.text(0.5, 0.5, "not measurable on this device", ha="center", transform=ax.transAxes)
         ax.grid(alpha=0.3, which="both")

@@ -24,6 +24,7 @@ from fedbench.characterize.output import (
     StudyResult,
     fmt,
     legend,
+    log_y,
     pyplot,
     ratio,
     save,
@@ -150,7 +151,7 @@ def plot(rows: list[Row], path: Path) -> Path:
         ax.set_xticks(range(len(configs)), configs, rotation=30, ha="right")
         ax.set_ylabel(label)
         if any(math.isfinite(r[key]) and r[key] > 0 for r in rows):
-            ax.set_yscale("log")  # little 1x L is ~30x slower than big 4x H
+            log_y(ax)  # little 1x L is ~30x slower than big 4x H
         ax.grid(alpha=0.3, axis="y")
         if not any(math.isfinite(r[key]) for r in rows):
             ax.text(0.5, 0.5, "not measurable on this device", ha="center", transform=ax.transAxes)

@@ -23,6 +23,7 @@ from fedbench.characterize.output import (
     fmt,
     legend,
     log2_axis,
+    log_y,
     pyplot,
     ratio,
     save,
@@ -179,7 +180,7 @@ def plot_grid(rows: list[Row], path: Path) -> Path:
                     ax.plot(*zip(*pts, strict=True), marker="o", label=f"depth {depth}")
             ooms = [r["width"] for r in fam if r["status"] == "oom"]
             log2_axis(ax, sorted({r["width"] for r in fam}))
-            ax.set_yscale("log")
+            log_y(ax)
             ax.set_xlabel("width")
             ax.set_ylabel(label)
             ax.set_title(family + (f" (oom cells: {len(ooms)})" if ooms else ""), fontsize=10)
@@ -210,7 +211,7 @@ def plot_dw(rows: list[Row], path: Path) -> Path:
                 if pts:
                     ax.plot(*zip(*pts, strict=True), marker="o", label=f"{family} depth {d}")
         log2_axis(ax, sorted({r["width"] for r in rows}))
-        ax.set_yscale("log")
+        log_y(ax)
         ax.set_xlabel("width")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3, which="both")
