@@ -133,8 +133,15 @@ def test_im2col_and_weight_repacking_are_charged_when_the_framework_does_them() 
 
 
 def test_weights_once_per_step_activations_per_sample() -> None:
-    """Batch 1 -> 16 of an FC-like call: weight traffic fixed, activation traffic x16."""
+    """Batch 1 -> 16 of an FC-like call: weight traffic fixed, activation traffic x16.
+
+    On a board whose DRAM the weight stream saturates (2 GB/s): with more bandwidth
+    the batch-1 call is a GEMM one column wide, compute-bound at the fitted
+    `narrow_half`, and batch 16's outputs keep more threads busy, so the two
+    steps can come out within a fraction of a percent either way.
+    """
     weights = 4e7
+    rig = dataclasses.replace(RIG, dram_gbs=2.0)
 
     def step(batch: int) -> float:
         t = table(
@@ -145,7 +152,7 @@ def test_weights_once_per_step_activations_per_sample() -> None:
             outputs=1e3 * batch,
             weights=weights,
         )
-        return seconds(t)
+        return seconds(t, rig)
 
     assert step(16) < 16 * step(1)  # the weight stream is shared by the batch
     assert step(16) > step(1)
