@@ -137,9 +137,7 @@ GRAMMAR = Grammar(
         Key("bound", "allowed |error| (fraction)", "0.15"),
         Key(
             "models",
-            "models, comma-separated (default: "
-            + ", ".join(c.model for c in CASES)
-            + ")",
+            "models, comma-separated (default: " + ", ".join(c.model for c in CASES) + ")",
         ),
         Key("batch_sizes", "batch sizes, comma-separated, for every model (default: each model's)"),
         Key("microbatches", "micro-batches per step", "1"),
