@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from fedbench.characterize.output import log_y, pyplot
@@ -29,3 +33,49 @@ def test_a_log_y_axis_is_labelled_with_plain_numbers(
     plt.close(fig)
     assert expected <= labels
     assert not any("$" in t or "e-" in t or "times" in t for t in labels), labels
+
+
+def _config_rows(latencies: dict[str, float]) -> list[dict[str, object]]:
+    return [
+        {
+            "device": "this",
+            "model": "mobilenetv2",
+            "batch_size": 4,
+            "group": "all",
+            "cores": cores,
+            "level": "H",
+            "step_latency_s": s,
+            "energy_active_j": math.nan,
+        }
+        for cores, s in latencies.items()
+    ]
+
+
+@pytest.mark.parametrize(
+    ("latencies", "scale"),
+    [
+        ({"1": 0.56, "2": 0.39}, "linear"),  # 1.4x apart: bars from zero
+        ({"1": 0.04, "2": 1.2}, "log"),  # 30x apart (little 1x L vs big 4x H)
+    ],
+)
+def test_cpu_config_bars_are_on_a_log_axis_only_across_a_decade(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, latencies: dict[str, float], scale: str
+) -> None:
+    from fedbench.characterize.studies import cpu_config
+
+    plt = pyplot()
+    drawn: list[Any] = []
+    real = plt.subplots
+
+    def subplots(*args: Any, **kwargs: Any) -> Any:
+        fig, axes = real(*args, **kwargs)
+        drawn.append(axes)
+        return fig, axes
+
+    monkeypatch.setattr(plt, "subplots", subplots)
+    cpu_config.plot(_config_rows(latencies), tmp_path / "cpu_config.png")
+    latency, energy = drawn[0]
+    assert latency.get_yscale() == scale
+    if scale == "linear":
+        assert latency.get_ylim()[0] == 0.0
+    assert list(energy.get_yticks()) == []  # nothing measured: no axis to read
