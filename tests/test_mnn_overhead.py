@@ -1,0 +1,67 @@
+"""benchmarks/mnn_overhead.py: MNN's host-side costs, the prior of cpu.mnn.step_overhead_mcycles.
+
+The calls it divides by are fedbench's own MNN lowering of the chain, so they
+are checked here; the timing needs MNN's Python package, which CI does not
+install (the last test runs where it is).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "mnn_overhead.py"
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("mnn_overhead_bench", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_chain_of_n_linear_layers_lowers_to_the_same_mnn_calls_per_layer() -> None:
+    calls = _bench().chain_calls([1, 2, 5])
+    # Per Linear(4, 4): its forward MatMul (bias fused), the backward's input
+    # gradient, weight gradient and bias reduction, and SGD with momentum and
+    # weight decay on its two tensors (4 update calls each).
+    assert calls.per_layer == (1, 3, 8)
+    # The softmax and loss: forward and backward, nothing to update.
+    assert calls.fixed[2] == 0 and calls.fixed[0] >= 1 and calls.fixed[1] >= 1
+
+
+def test_the_line_recovers_intercept_and_slope() -> None:
+    a, b = _bench().line([1, 2, 4, 8], [0.3 + 0.2 * n for n in (1, 2, 4, 8)])
+    assert a == pytest.approx(0.3) and b == pytest.approx(0.2)
+
+
+def test_without_mnn_it_says_what_to_install_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "MNN", None)  # import MNN raises ImportError
+    assert _bench().main(["threads=1", "lengths=1,2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "benchmarks/mnn_overhead.py: error: needs MNN's Python package, "
+        "which fedbench does not install: pip install MNN"
+    ]
+
+
+def test_one_chain_length_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _bench().main(["lengths=4"]) == 2
+    assert "lengths=4: give two chain lengths or more" in capsys.readouterr().err
+
+
+def test_with_mnn_a_step_costs_more_for_a_longer_chain(tmp_path: Path) -> None:
+    mnn = pytest.importorskip("MNN")
+    bench = _bench()
+    mnn.expr.lazy_eval(True)
+    mnn.expr.set_thread_number(1)
+    short, long = bench.step_seconds(mnn, [1, 16], steps=5, warmup=2, rounds=1)
+    assert 0.0 < short < long
