@@ -199,7 +199,7 @@ def run(o: dict[str, str]) -> int:
     ]
     for t in threads:
         mnn.expr.set_thread_number(t)
-        ms = [1e3 * t for t in step_seconds(mnn, lengths, steps, warmup, rounds)]
+        ms = [1e3 * s for s in step_seconds(mnn, lengths, steps, warmup, rounds)]
         a, b = line(lengths, ms)
         per_call_ms = b / per_layer
         overhead_ms = a - fixed * per_call_ms
