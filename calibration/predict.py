@@ -4,7 +4,8 @@
 times them with the emulator's own per-call model
 (`fedbench.devices.kernels`), the emulator's own thread placement and
 governor (`fedbench.devices.cpu.place`), serial terms and swapping
-(`fedbench.devices.step`, `fedbench.devices.memory`): one vectorised call
+(`fedbench.devices.step`, `fedbench.devices.memory`) and a governor's
+load-driven clocks (`fedbench.devices.cpu.load_clocks`): one vectorised call
 per framework instead of one emulation per row, so a fit with cross-
 validation takes minutes. fit.py checks at the end that every row's
 prediction equals `fedbench.devices.emulator.emulate`'s (one step from
@@ -23,7 +24,7 @@ import numpy as np
 from rows import Row
 
 from fedbench.devices.constants import Constants
-from fedbench.devices.cpu import place
+from fedbench.devices.cpu import Active, load_clocks, main_thread, place
 from fedbench.devices.kernels import (
     FORWARD,
     CallTable,
@@ -97,12 +98,11 @@ class Predictor:
                 self._cpu(consts, framework, g, step, forward, rss)
         return Predictions(step, forward, rss, util)
 
-    def _rigs(self, consts: Constants, g: _Group) -> list[CpuRig]:
+    def _placed(self, consts: Constants, g: _Group) -> list[tuple[Active, ...]]:
         out = []
         for i in g.rows:
             r = self.rows[i]
-            profile = self.profiles[r.device]
-            out.append(cpu_rig(profile, place(profile, r.knobs, consts, None), consts))
+            out.append(place(self.profiles[r.device], r.knobs, consts, None))
         return out
 
     def _cpu(
@@ -115,27 +115,58 @@ class Predictor:
         rss: np.ndarray,
     ) -> None:
         fw, shared = consts.framework(framework), consts.fitted.shared
-        rigs = self._rigs(consts, g)
+        placed = self._placed(consts, g)
+        profiles = [self.profiles[self.rows[i].device] for i in g.rows]
+        rigs = [cpu_rig(p, a, consts) for p, a in zip(profiles, placed, strict=True)]
 
         def spread(which: np.ndarray) -> CpuRig:
             field = lambda name: np.array([float(getattr(r, name)) for r in rigs])[which]  # noqa: E731
             return CpuRig(*(field(f) for f in CpuRig.__dataclass_fields__))
 
-        calls = cpu_call_seconds(g.table, spread(g.row_of_call), fw, shared)
-        sums = np.bincount(g.row_of_call, weights=calls.total, minlength=len(g.rows))
+        # The forward rows are inference sessions of their own: their calls at the placed clocks.
         if len(g.forward):
             fcalls = cpu_call_seconds(g.forward, spread(g.row_of_forward), fw, shared)
             fsums = np.bincount(g.row_of_forward, weights=fcalls.total, minlength=len(g.rows))
+        # Serial terms outside the calls: the main core's clock alone sets them, and
+        # load_clocks never moves the main thread's cluster. `host` is the framework's
+        # work the worker threads sleep through (fedbench.devices.step._HOST).
+        host, memory = np.zeros(len(g.rows)), np.zeros(len(g.rows))
         for k, i in enumerate(g.rows):
-            r, w = self.rows[i], self.loads[i]
-            profile = self.profiles[r.device]
+            w = self.loads[i]
             overhead, loading = serial_seconds(
                 fw, w, float(rigs[k].main_ghz), float(rigs[k].dispatch_scale)
             )
             rss[i] = resident_mb(w, fw)
             fault = fault_seconds(rss[i], fw, float(rigs[k].main_ghz))
-            step[i] = sums[k] + overhead + loading + swap_seconds(profile, rss[i], shared) + fault
-            if r.forward_s is not None:
+            host[k] = overhead + loading
+            memory[k] = swap_seconds(profiles[k], rss[i], shared) + fault
+
+        def sums(which: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            """Per row, the calls' seconds and their dispatch's."""
+            rig = spread(g.row_of_call[which])
+            calls = cpu_call_seconds(g.table.select(which), rig, fw, shared)
+            rows, n = g.row_of_call[which], len(g.rows)
+            return (
+                np.bincount(rows, weights=calls.total, minlength=n),
+                np.bincount(rows, weights=calls.dispatch, minlength=n),
+            )
+
+        total, dispatch = sums(np.ones(len(g.table), bool))
+        # A governed worker cluster idles down to its load (fedbench.devices.cpu.load_clocks).
+        changed = []
+        for k, active in enumerate(placed):
+            idle = dispatch[k] + host[k]
+            busy = total[k] + host[k] + memory[k] - idle
+            settled = load_clocks(active, main_thread(active, consts), busy, idle)
+            if settled != active:
+                rigs[k] = cpu_rig(profiles[k], settled, consts)
+                changed.append(k)
+        if changed:
+            again = sums(np.isin(g.row_of_call, changed))
+            total[changed] = again[0][changed]
+        for k, i in enumerate(g.rows):
+            step[i] = total[k] + host[k] + memory[k]
+            if self.rows[i].forward_s is not None:
                 forward[i] = fsums[k]
 
     def _gpu(

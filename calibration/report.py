@@ -132,6 +132,7 @@ def build(
             "predicted_swapped_mb": round(e.swapped_mb, 0),
             "measured_cpu_pct": row.cpu_pct,
             "predicted_busy_cores": round(e.busy_cores, 2),
+            "predicted_clock_ghz": round(e.freq_ghz_avg, 2),
             "predicted_power_w": round(e.avg_power_w, 2),
             "measured_gpu_util": row.gpu_util,
             "predicted_gpu_util": None

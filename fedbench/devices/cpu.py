@@ -6,7 +6,17 @@ optionally restricted to named clusters. A clock knob fixes the clock
 profile's default governor decides: "top" runs busy clusters at their top
 step, "sustained" (phones) at the share of it the phone's power management
 holds under a sustained load (a shared fitted constant; an average over
-DVFS transitions, so not snapped to a step). A thermal trip caps either. Core power follows
+DVFS transitions, so not snapped to a step). A thermal trip caps either.
+
+Under "sustained" the clocks also follow the load (`load_clocks`): Android's
+schedutil raises a cluster's clock to 1.25x what its busy share needs, so a
+cluster settles where its cores are busy 80% of the time. The main thread's
+cluster is busy the whole step (it runs its share of every parallel call and
+all the serial work), but the worker threads sleep while the main thread
+dispatches, so a worker-only cluster whose parallel work takes less than
+four times the step's serial work runs below the sustained clock: a small
+model's step at the default governor is slower than at a fixed mid clock
+(the Meizu 16T's LeNet rows, calibration/report.md). Core power follows
 P = C V^2 f with the voltage rising linearly with the clock from a floor,
 so dynamic power goes roughly with f^3 near the top of the range and
 linearly near the bottom, as DVFS tables do.
@@ -14,7 +24,7 @@ linearly near the bottom, as DVFS tables do.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fedbench.devices.constants import Constants
 from fedbench.devices.knobs import Knobs
@@ -29,6 +39,14 @@ class Active:
     cluster: Cluster
     threads: int
     freq_ghz: float
+    # The default governor sets this clock (not a clock knob), so it follows the load.
+    governed: bool = False
+
+
+# schedutil's frequency headroom (kernel/sched/cpufreq_schedutil.c, map_util_freq:
+# next_freq = 1.25 x max_freq x util): its steady state is a cluster busy 1 / 1.25
+# of the time.
+SCHEDUTIL_BUSY_SHARE = 0.8
 
 
 def snap_freq(cluster: Cluster, cap_ghz: float | None) -> float:
@@ -74,9 +92,38 @@ def place(
         if left == 0:
             break
         n = min(c.cores, left)
-        out.append(Active(c, n, clock(c)))
+        out.append(Active(c, n, clock(c), governed=sustained is not None))
         left -= n
     return tuple(out)
+
+
+def main_thread(active: tuple[Active, ...], consts: Constants) -> Active:
+    """Where the main thread runs: the fastest active cores at their clock."""
+    return max(active, key=lambda a: consts.core_peak_gflops(a.cluster.arch, a.freq_ghz))
+
+
+def load_clocks(
+    active: tuple[Active, ...], main: Active, busy_s: float, idle_s: float
+) -> tuple[Active, ...]:
+    """The clocks a load-driven governor settles at for a step whose worker threads are
+    busy (or spinning) for `busy_s` seconds and asleep for `idle_s`, while the main
+    thread does the framework's host work alone (module docstring).
+
+    A governed cluster without the main thread is busy busy_s / (busy_s + idle_s) of
+    the step; under SCHEDUTIL_BUSY_SHARE its clock drops by the ratio that brings the
+    busy time up to that share, taking the work to scale with the clock (the
+    governor's own assumption), and no lower than the cluster's lowest DVFS step.
+    """
+    wanted = SCHEDUTIL_BUSY_SHARE / (1.0 - SCHEDUTIL_BUSY_SHARE) * idle_s
+    if busy_s <= 0.0 or busy_s >= wanted:
+        return active
+    ratio = busy_s / wanted
+    return tuple(
+        replace(a, freq_ghz=max(a.cluster.dvfs_ghz[0], a.freq_ghz * ratio))
+        if a.governed and a.cluster.name != main.cluster.name
+        else a
+        for a in active
+    )
 
 
 def voltage_power_scale(profile: DeviceProfile, cluster: Cluster, freq_ghz: float) -> float:

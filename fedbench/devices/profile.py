@@ -171,8 +171,10 @@ class Os:
     # The default governor under a training load: "top" runs busy clusters
     # at their top DVFS step (Linux boards' ondemand/schedutil), "sustained"
     # at the share of it a phone's power management holds (a fitted shared
-    # constant, fitted_constants.yaml shared.phone_sustained_clock). A clock
-    # knob (userspace governor) overrides either.
+    # constant, fitted_constants.yaml shared.phone_sustained_clock), with
+    # clusters of worker threads alone following their load
+    # (fedbench.devices.cpu.load_clocks). A clock knob (userspace governor)
+    # overrides either.
     governor: str = "top"
 
 

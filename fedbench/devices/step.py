@@ -7,7 +7,10 @@ overhead and loading the batch; and, when the process's resident set
 outgrows what the device keeps resident, swapping (`memory.py`): the
 excess is paged out and back in every step. Background priority stretches
 every term by 1 / background_share (the OS gives the process that share of
-the CPU).
+the CPU). Where the governor drives a cluster of worker threads by their load
+(`cpu.load_clocks`), the step is timed at the placed clocks, the cluster
+settles by how long the workers slept through the host work, and the step is
+timed again at the settled clocks.
 
 A population device (fedbench.population) runs the profile's step at its
 drawn `speed` (a slower unit of the same model: silicon bin, cooling, a
@@ -33,10 +36,17 @@ import numpy as np
 
 from fedbench.core.workload import OP_CLASSES, Workload
 from fedbench.devices.constants import Constants, CpuFramework
-from fedbench.devices.cpu import Active, parallel_power_w, serial_power_w
+from fedbench.devices.cpu import (
+    Active,
+    load_clocks,
+    main_thread,
+    parallel_power_w,
+    serial_power_w,
+)
 from fedbench.devices.kernels import (
     GB,
     OPTIMIZER,
+    CallTable,
     CpuRig,
     GpuRig,
     by_class,
@@ -86,7 +96,7 @@ class StepCost:
 
 
 def cpu_rig(profile: DeviceProfile, active: tuple[Active, ...], consts: Constants) -> CpuRig:
-    main = max(active, key=lambda a: consts.core_peak_gflops(a.cluster.arch, a.freq_ghz))
+    main = main_thread(active, consts)
     return CpuRig(
         threads=float(sum(a.threads for a in active)),
         core_gflops=min(consts.core_peak_gflops(a.cluster.arch, a.freq_ghz) for a in active),
@@ -122,8 +132,56 @@ def serial_seconds(
     )
 
 
-def _main(active: tuple[Active, ...], consts: Constants) -> Active:
-    return max(active, key=lambda a: consts.core_peak_gflops(a.cluster.arch, a.freq_ghz))
+# The terms every training thread works through, and those the main thread runs alone.
+_PARALLEL: tuple[str, ...] = (*OP_CLASSES, "unfold", "repack")
+_SERIAL: tuple[str, ...] = ("optimizer", "dispatch", "overhead", "input", "swap", "fault")
+
+
+def _parallel_s(times: Mapping[str, float]) -> float:
+    return sum(times[k] for k in _PARALLEL)
+
+
+def _serial_s(times: Mapping[str, float]) -> float:
+    return sum(times[k] for k in _SERIAL)
+
+
+# The serial terms the worker threads sleep through: the framework's host work
+# between the backend's executions (building and dispatching the graph, loading
+# the batch). Faults and swapping happen where memory is first touched, inside
+# an execution, and the update runs on the backend: the workers spin through
+# those, so a load-driven governor counts them as busy.
+_HOST: tuple[str, ...] = ("dispatch", "overhead", "input")
+
+
+def _host_s(times: Mapping[str, float]) -> float:
+    return sum(times[k] for k in _HOST)
+
+
+def _cpu_times(
+    profile: DeviceProfile,
+    workload: Workload,
+    table: CallTable,
+    active: tuple[Active, ...],
+    consts: Constants,
+    fw: CpuFramework,
+) -> tuple[CpuRig, dict[str, float]]:
+    """The rig and the step's TIME_TERMS with the threads at `active`."""
+    rig = cpu_rig(profile, active, consts)
+    calls = cpu_call_seconds(table, rig, fw, consts.fitted.shared)
+    times = dict.fromkeys(TIME_TERMS, 0.0)
+    times.update(by_class(table, calls.roofline))
+    update = table.phase == OPTIMIZER
+    times["optimizer"] = float(calls.roofline[update].sum())
+    times["unfold"] = float(calls.unfold.sum())
+    times["repack"] = float(calls.repack.sum())
+    times["dispatch"] = float(calls.dispatch.sum())
+    times["overhead"], times["input"] = serial_seconds(
+        fw, workload, float(rig.main_ghz), float(rig.dispatch_scale)
+    )
+    rss = resident_mb(workload, fw)
+    times["swap"] = swap_seconds(profile, rss, consts.fitted.shared)
+    times["fault"] = fault_seconds(rss, fw, float(rig.main_ghz))
+    return rig, times
 
 
 def step_cost(
@@ -142,26 +200,14 @@ def step_cost(
         return slowed(_gpu_step(profile, workload, active, consts, framework, background), speed)
     fw = consts.framework(framework)
     table = lower_workload(workload, framework, profile.framework.conv_backend)
-    rig = cpu_rig(profile, active, consts)
-    calls = cpu_call_seconds(table, rig, fw, consts.fitted.shared)
-    main = _main(active, consts)
-    times = dict.fromkeys(TIME_TERMS, 0.0)
-    times.update(by_class(table, calls.roofline))
-    update = table.phase == OPTIMIZER
-    times["optimizer"] = float(calls.roofline[update].sum())
-    times["unfold"] = float(calls.unfold.sum())
-    times["repack"] = float(calls.repack.sum())
-    times["dispatch"] = float(calls.dispatch.sum())
-    times["overhead"], times["input"] = serial_seconds(
-        fw, workload, float(rig.main_ghz), float(rig.dispatch_scale)
-    )
-    rss = resident_mb(workload, fw)
-    times["swap"] = swap_seconds(profile, rss, consts.fitted.shared)
-    times["fault"] = fault_seconds(rss, fw, float(rig.main_ghz))
-
-    parallel_s = sum(times[c] for c in OP_CLASSES) + times["unfold"] + times["repack"]
-    serial = ("optimizer", "dispatch", "overhead", "input", "swap", "fault")
-    serial_s = sum(times[k] for k in serial)
+    main = main_thread(active, consts)
+    rig, times = _cpu_times(profile, workload, table, active, consts, fw)
+    host = _host_s(times)
+    settled = load_clocks(active, main, _parallel_s(times) + _serial_s(times) - host, host)
+    if settled != active:  # a governed worker cluster idles down (cpu.load_clocks)
+        active = settled
+        rig, times = _cpu_times(profile, workload, table, active, consts, fw)
+    parallel_s, serial_s = _parallel_s(times), _serial_s(times)
     share = profile.os.background_share if background else 1.0
     seconds = (parallel_s + serial_s) / share
     shared = consts.fitted.shared
@@ -207,7 +253,7 @@ def slowed(cost: StepCost, speed: float) -> StepCost:
 def gpu_rig(profile: DeviceProfile, active: tuple[Active, ...], consts: Constants) -> GpuRig:
     gpu = profile.gpu
     assert gpu is not None  # emulate() refuses knobs.device=gpu without one
-    main = _main(active, consts)
+    main = main_thread(active, consts)
     return GpuRig(
         lanes=float(gpu.lanes),
         peak_gflops=gpu.peak_gflops,
@@ -231,7 +277,7 @@ def _gpu_step(
     table = lower_workload(workload, framework, profile.framework.conv_backend)
     rig = gpu_rig(profile, active, consts)
     calls = gpu_call_seconds(table, rig, fw)
-    main = _main(active, consts)
+    main = main_thread(active, consts)
     shared = consts.fitted.shared
     times = dict.fromkeys(TIME_TERMS, 0.0)
     times.update(by_class(table, calls.device))  # the kernels, launches included
