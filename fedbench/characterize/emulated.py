@@ -30,6 +30,13 @@ def core_counts(total: int) -> list[int]:
     return counts if counts[-1] == total else [*counts, total]
 
 
+def top_cap_ghz(clusters: list[Cluster]) -> float:
+    """A cap at the group's highest DVFS step: every cluster at its own top step, set
+    as paper 001 set its levels (not left to a phone's default governor, which holds
+    less under a sustained load: fedbench.devices.cpu)."""
+    return max(c.max_freq_ghz for c in clusters)
+
+
 def middle_cap_ghz(clusters: list[Cluster]) -> float:
     """A cap midway between the lowest and highest DVFS step of the group's fastest cluster."""
     top = max(clusters, key=lambda c: c.max_freq_ghz)
@@ -121,7 +128,7 @@ class EmulatedDevice(Device):
         out: list[CpuConfig] = []
         for group, clusters in core_groups(self.profile):
             names = tuple(c.name for c in clusters)
-            caps = {"H": None, "M": middle_cap_ghz(clusters), "L": LOWEST_CAP_GHZ}
+            caps = {"H": top_cap_ghz(clusters), "M": middle_cap_ghz(clusters), "L": LOWEST_CAP_GHZ}
             for n in core_counts(sum(c.cores for c in clusters)):
                 if group == "hybrid" and n < sum(c.cores for c in clusters):
                     continue  # paper 001's hybrid row uses every core

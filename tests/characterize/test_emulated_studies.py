@@ -82,10 +82,15 @@ def test_cpu_config_paper001_extremes(tmp_path_factory: pytest.TempPathFactory) 
     assert fastest["config"] == "big 4x H"
     assert frugal["config"] == "little 1x L"
     assert number(frugal["step_latency_s"]) > 10 * number(fastest["step_latency_s"])
-    # Lower clocks run slower on every core group.
-    for group in ("big 4x", "little 4x"):
+    # Lower clocks run slower on every core group (paper 001's hybrid row too: 3.8,
+    # 6.5 and 50.4 s): H sets every cluster's top step, not the phone's default
+    # governor, which holds less under a sustained load.
+    for group in ("big 4x", "little 4x", "hybrid 8x"):
         h, m, low = (col(rows, "step_latency_s", config=f"{group} {lv}")[0] for lv in "HML")
         assert h < m < low
+    meizu = load_profile("meizu_16t")
+    top = (meizu.cluster("prime").max_freq_ghz + 3 * meizu.cluster("gold").max_freq_ghz) / 4
+    assert col(rows, "freq_ghz", config="big 4x H") == [pytest.approx(top, rel=1e-4)]
     assert any("little 1x L" in line for line in result.summary)
 
 
