@@ -20,13 +20,18 @@ Python package, `pip install MNN`; not a fedbench dependency):
   (`fedbench.devices.lowering`) - a fixed set for the softmax and loss and the
   same number per layer - so a least-squares line t = a + b n gives the cost
   per call, b / (calls per layer), and the fixed cost per step, a minus the
-  fixed calls at that cost. Cycles are at the host's nominal clock. Longer
-  chains (lengths=1,2,4,8,16,32) cost more per layer than short ones: MNN's
-  work per call grows with the graph, which the line's residuals show.
+  fixed calls at that cost. Cycles are at the host's nominal clock;
+- the growth: longer chains (`long`, up to 256 layers, 3,076 calls) cost more
+  per call than short ones - MNN's host work per call grows with the step's
+  graph. Each long chain's step less the fixed cost per step, over its calls,
+  is its cost per call; a line through those against the calls N gives
+  c0 (1 + N / N0): the cost per call of a tiny graph and the graph size N0 at
+  which it has doubled. The MNN calibration models span 54 (LeNet) to 2,836
+  (MobileNetV2) calls per step.
 
 Writes benchmarks/results/mnn_overhead.txt. Timing figures: run on a quiet host.
 
-    python benchmarks/mnn_overhead.py [threads=1,2] [lengths=1,2,3,4,6,8]
+    python benchmarks/mnn_overhead.py [threads=1,2] [lengths=1,2,3,4,6,8] [long=16,32,64,128,256]
 """
 
 from __future__ import annotations
@@ -158,12 +163,30 @@ def line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
     return float(intercept), float(slope)
 
 
+def growth(calls: Sequence[int], ms: Sequence[float], overhead_ms: float) -> tuple[float, float]:
+    """c0 and N0 of a cost per call c0 (1 + N / N0): the line through each chain's
+    (step - overhead) / calls against its calls."""
+    per_call = [(m - overhead_ms) / n for n, m in zip(calls, ms, strict=True)]
+    c0, slope = line([float(n) for n in calls], per_call)
+    if c0 <= 0.0 or slope <= 0.0:
+        raise FedbenchError(
+            f"the cost per call does not grow with the graph here ({c0 * 1e3:.1f} us + "
+            f"{slope * 1e6:.3f} ns x calls): run on a quiet host"
+        )
+    return c0, c0 / slope
+
+
 GRAMMAR = Grammar(
     "python benchmarks/mnn_overhead.py",
     __doc__.splitlines()[0],
     (
         Key("threads", "MNN threads, comma-separated (one line each)", "1,2"),
         Key("lengths", "chain lengths (layers), comma-separated", "1,2,3,4,6,8"),
+        Key(
+            "long",
+            "longer chains for the growth per call, comma-separated ('' for none)",
+            "16,32,64,128,256",
+        ),
         Key("steps", "timed steps per chain and round (the median is kept)", "60"),
         Key("rounds", "rounds over the chains (the fastest median is kept)", "7"),
         Key("warmup", "untimed steps first, every round", "5"),
@@ -181,11 +204,17 @@ def run(o: dict[str, str]) -> int:
     lengths = sorted(set(parse_ints("lengths", o["lengths"], 1)))
     if len(lengths) < 2:
         raise FedbenchError(f"lengths={o['lengths']}: give two chain lengths or more, e.g. 1,8")
+    long = sorted(set(parse_ints("long", o["long"], 1))) if o["long"].strip() else []
+    if long and (len(long) < 2 or long[0] <= lengths[-1]):
+        raise FedbenchError(
+            f"long={o['long']}: give two chain lengths or more, all longer than "
+            f"lengths' longest ({lengths[-1]}), e.g. 16,256; or long='' for none"
+        )
     steps, warmup = parse_int("steps", o["steps"], 1), parse_int("warmup", o["warmup"], 0)
     rounds = parse_int("rounds", o["rounds"], 1)
     mnn = _mnn()
     mnn.expr.lazy_eval(True)  # the training API builds and runs the step's graph lazily
-    calls = chain_calls(lengths)
+    calls = chain_calls(lengths + long)
     per_layer, fixed = sum(calls.per_layer), sum(calls.fixed)
     desc = describe()
     ghz = next((c.max_freq_ghz for c in desc.clusters if c.max_freq_ghz), None)
@@ -199,7 +228,8 @@ def run(o: dict[str, str]) -> int:
     ]
     for t in threads:
         mnn.expr.set_thread_number(t)
-        ms = [1e3 * s for s in step_seconds(mnn, lengths, steps, warmup, rounds)]
+        timed = [1e3 * s for s in step_seconds(mnn, lengths + long, steps, warmup, rounds)]
+        ms, long_ms = timed[: len(lengths)], timed[len(lengths) :]
         a, b = line(lengths, ms)
         per_call_ms = b / per_layer
         overhead_ms = a - fixed * per_call_ms
@@ -212,6 +242,20 @@ def run(o: dict[str, str]) -> int:
             f"  per call {1e3 * per_call_ms:.1f} us = {per_call_ms * ghz * 1e3:.1f} kcycles; "
             f"per step {overhead_ms:.3f} ms = {overhead_ms * ghz:.2f} Mcycles",
         ]
+        if long:
+            n_calls = [fixed + per_layer * n for n in long]
+            c0_ms, half = growth(n_calls, long_ms, overhead_ms)
+            lines += [
+                "  longer chains: step ms "
+                + ", ".join(f"{n}: {m:.2f}" for n, m in zip(long, long_ms, strict=True))
+                + "; per call us by calls "
+                + ", ".join(
+                    f"{c}: {1e3 * (m - overhead_ms) / c:.1f}"
+                    for c, m in zip(n_calls, long_ms, strict=True)
+                ),
+                f"  growth: per call {1e3 * c0_ms:.1f} us = {c0_ms * ghz * 1e3:.1f} kcycles "
+                f"x (1 + N / {half:.0f}) at N calls per step",
+            ]
     date = dt.date.today().isoformat()
     header = (
         f"# python benchmarks/mnn_overhead.py   ({date}, {socket.gethostname()}, "

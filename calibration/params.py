@@ -36,10 +36,11 @@ WINOGRAD = {
 
 # Prior centres of the fixed host work per step, Mcycles. MNN's is measured with
 # MNN itself (benchmarks/mnn_overhead.py, benchmarks/results/mnn_overhead.txt):
-# on this host the line through chains of 1-8 layers leaves 0.2-0.3 Mcycles per
-# step that no call accounts for (1 and 2 threads; a one-layer chain's whole step,
-# its 16 calls included, is 1.1 Mcycles), and its 45-56 kcycles per call agree
-# with the dispatch priors (50). Only LeNet's millisecond steps show this constant
+# on this host the line through chains of 1-8 layers leaves 0.2-0.35 Mcycles per
+# step that no call accounts for (1 and 2 threads, runs on two days; a one-layer
+# chain's whole step, its 16 calls included, is 0.8-1.1 Mcycles), and its 28-56
+# kcycles per call (this VM ran a third faster on the second day) bracket the
+# dispatch priors (50). Only LeNet's millisecond steps show this constant
 # among the rows, so a fit without LeNet predicts it from this centre. PyTorch's
 # stays a guess: no row moves it (its steps take seconds).
 STEP_OVERHEAD = {"mnn": 0.3, "pytorch": 10.0}

@@ -352,7 +352,7 @@ def _step_overhead_gap(result: Any) -> list[str]:
         "LeNet's millisecond steps, so held out, LeNet is predicted from that constant's "
         "prior centre. The centre is measured with MNN itself (`python "
         "benchmarks/mnn_overhead.py`, benchmarks/results/mnn_overhead.txt: chains of 1-8 "
-        "tiny layers on this host leave 0.2-0.3 Mcycles per step beyond their calls: MNN "
+        "tiny layers on this host leave 0.2-0.35 Mcycles per step beyond their calls: MNN "
         "3.6.1 where the rows ran the benchmark's own 2022-23 MNN tree, and x86 cycles for "
         "ARM ones, so the prior keeps its width); a 10 Mcycles guess before it put "
         "held-out LeNet 23-65% slow on the fixed-clock session. Held out now, LeNet's "

@@ -14,6 +14,8 @@ from types import ModuleType
 
 import pytest
 
+from fedbench.errors import FedbenchError
+
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "mnn_overhead.py"
 
 
@@ -39,6 +41,42 @@ def test_a_chain_of_n_linear_layers_lowers_to_the_same_mnn_calls_per_layer() -> 
 def test_the_line_recovers_intercept_and_slope() -> None:
     a, b = _bench().line([1, 2, 4, 8], [0.3 + 0.2 * n for n in (1, 2, 4, 8)])
     assert a == pytest.approx(0.3) and b == pytest.approx(0.2)
+
+
+def test_the_growth_recovers_the_cost_per_call_and_the_graph_size_that_doubles_it() -> None:
+    calls = [196, 388, 772, 1540, 3076]
+    ms = [0.13 + 0.02 * n * (1 + n / 2500) for n in calls]  # 0.13 ms per step
+    c0, half = _bench().growth(calls, ms, 0.13)
+    assert c0 == pytest.approx(0.02) and half == pytest.approx(2500)
+
+
+def test_a_cost_per_call_that_does_not_grow_is_refused_not_divided_by() -> None:
+    calls = [196, 388, 772]
+    with pytest.raises(FedbenchError, match="does not grow with the graph"):
+        _bench().growth(calls, [0.13 + 0.02 * n for n in calls[::-1]], 0.13)
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["lengths=1,8", "long=4,16"], "long=4,16: give two chain lengths or more, all longer"),
+        (["lengths=1,8", "long=32"], "long=32: give two chain lengths or more"),
+    ],
+)
+def test_long_chains_that_cannot_show_the_growth_are_refused(
+    args: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _bench().main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0]
+
+
+def test_long_may_be_empty(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "MNN", None)
+    assert _bench().main(["lengths=1,2", "long="]) == 2  # parsed: it stops at the import
+    assert "pip install MNN" in capsys.readouterr().err
 
 
 def test_without_mnn_it_says_what_to_install_in_one_line(
