@@ -65,9 +65,20 @@ def test_stop_ends_children_grandchildren_and_orphans(tmp_path: Path) -> None:
 
 def test_a_process_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
     procs = ProcessSet(poll_s=0.1)
-    code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"
-    stubborn = procs.start("stubborn", [sys.executable, "-c", code], dict(os.environ), None)
-    time.sleep(0.5)
+    ready = tmp_path / "ignoring"
+    code = (
+        "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "open(sys.argv[1], 'w').close(); time.sleep(300)"
+    )
+    stubborn = procs.start(
+        "stubborn", [sys.executable, "-c", code, str(ready)], dict(os.environ), None
+    )
+    # Stop only once it ignores SIGTERM: on a loaded host Python's start-up alone
+    # can outlast a fixed wait, and SIGTERM would then end it before any SIGKILL.
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        assert time.monotonic() < deadline, "the child never started ignoring SIGTERM"
+        time.sleep(0.05)
     killed = procs.stop(grace_s=1)
     assert killed == [f"stubborn (pid {stubborn.pid})"]
     assert stubborn.popen.returncode == -signal.SIGKILL
