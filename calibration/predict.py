@@ -128,8 +128,8 @@ class Predictor:
             fcalls = cpu_call_seconds(g.forward, spread(g.row_of_forward), fw, shared)
             fsums = np.bincount(g.row_of_forward, weights=fcalls.total, minlength=len(g.rows))
         # Serial terms outside the calls: the main core's clock alone sets them, and
-        # load_clocks never moves the main thread's cluster. `host` is the framework's
-        # work the worker threads sleep through (fedbench.devices.step._HOST).
+        # load_clocks never moves the main thread's cluster. `host` and the calls'
+        # dispatch are the work the worker threads sleep through (step._HOST).
         host, memory = np.zeros(len(g.rows)), np.zeros(len(g.rows))
         for k, i in enumerate(g.rows):
             w = self.loads[i]

@@ -12,11 +12,12 @@ Under "sustained" the clocks also follow the load (`load_clocks`): Android's
 schedutil raises a cluster's clock to 1.25x what its busy share needs, so a
 cluster settles where its cores are busy 80% of the time. The main thread's
 cluster is busy the whole step (it runs its share of every parallel call and
-all the serial work), but the worker threads sleep while the main thread
-dispatches, so a worker-only cluster whose parallel work takes less than
-four times the step's serial work runs below the sustained clock: a small
-model's step at the default governor is slower than at a fixed mid clock
-(the Meizu 16T's LeNet rows, calibration/report.md). Core power follows
+all the serial work), but the worker threads sleep through the framework's
+host work (building and dispatching the graph), so a worker-only cluster
+that is busy for less than four times that host work runs below the
+sustained clock (the Meizu 16T's LeNet rows: at the default governor a
+small step was measured slower than at a fixed mid clock,
+calibration/report.md). Core power follows
 P = C V^2 f with the voltage rising linearly with the clock from a floor,
 so dynamic power goes roughly with f^3 near the top of the range and
 linearly near the bottom, as DVFS tables do.
