@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fedbench.characterize.emulated import LOWEST_CAP_GHZ, top_cap_ghz
 from fedbench.devices.constants import Constants
 from fedbench.devices.emulator import Emulation, emulate
 from fedbench.devices.knobs import Knobs
@@ -157,10 +158,10 @@ def _ratio_mape(
 def paper001_cores(consts: Constants) -> list[Check]:
     """Paper 001's CPU-configuration table, on the Meizu 16T (MobileNetV2, batch 4)."""
     w = load("mobilenetv2", 4)
-    # H: every cluster's top step, set as the paper set its levels (the phone's default
-    # governor would hold less: fedbench.devices.cpu); L: every cluster's lowest step.
-    top = max(c.max_freq_ghz for c in load_profile("meizu_16t").clusters)
-    freqs = {"H": top, "M": 1.4016, "L": 0.01}
+    # H and L as the cpu_config study sets them: every cluster at its top step (not
+    # the phone's default governor, which holds less) and at its lowest.
+    top = top_cap_ghz(list(load_profile("meizu_16t").clusters))
+    freqs = {"H": top, "M": 1.4016, "L": LOWEST_CAP_GHZ}
     grid: dict[str, Emulation] = {}
     for group, clusters, counts in (
         ("big", ("prime", "gold"), (1, 2, 4)),
