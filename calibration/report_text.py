@@ -531,7 +531,7 @@ def known_gaps(result: Any) -> list[str]:
         "  peak (DenseNet40's is 9%), which one set of constants cannot give both; as the",
         "  CIFAR ResNet50 it would need 65% (tried: +110% at batch 64). Which network ran is",
         "  the ResNet50 rows' remaining error.",
-        "  Their utilisation says the GPU idles 37-68 ms of every step (18% of DenseNet40's",
+        "  The four rows' utilisation says the GPU idles 37-68 ms a step (18% of DenseNet40's",
         "  at batch 4, 4% of ResNet50's at batch 64) where the fit keeps it 92-99% busy. A",
         "  host overhead per step with the GPU idle (a session.run feeds the batch, starts",
         "  the executor, fetches the loss) was tried as a fitted constant: the fit left it at",
