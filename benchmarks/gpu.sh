@@ -22,8 +22,8 @@ fi
 python3 -m pip install -q --no-index --no-deps --no-build-isolation --no-compile --upgrade --target "$site" "$repo" \
   || echo "gpu.sh: could not install this tree's fedbench; using the wheel's" >&2
 export PYTHONPATH=$site PATH=$site/bin:$PATH FLWR_TELEMETRY_ENABLED=0 PYTHONUNBUFFERED=1
-# Run from a folder without the repository's fedbench/ (it would shadow the installed package,
-# which maps fedbench.conf to conf/); the tests and the pytest config are linked in.
+# Run from a folder without the repository's fedbench/ (it would shadow the installed package
+# under test); the tests and the pytest config are linked in.
 work=$(mktemp -d)
 ln -s "$repo/tests" "$work/tests"
 ln -s "$repo/pyproject.toml" "$work/pyproject.toml"

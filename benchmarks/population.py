@@ -1,8 +1,8 @@
 """Population cost at fleet scale: drawing it, and moving its batteries a day on.
 
-For fleets of 1,000 / 10,000 / 100,000 phones (conf/fleet/phones_100.yaml's
+For fleets of 1,000 / 10,000 / 100,000 phones (fedbench/conf/fleet/phones_100.yaml's
 profile mix, scaled) with the default distributions
-(conf/fleet/population/phones.yaml): the median wall time of `draw` (every
+(fedbench/conf/fleet/population/phones.yaml): the median wall time of `draw` (every
 column from the seed), of one availability query at a virtual time, and of
 moving every battery one virtual day on (idle drain and charging, edge to
 edge: what the server does before each round of a daily run).

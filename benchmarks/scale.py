@@ -27,7 +27,7 @@ figures measured on a busy host are not the host's.
     python benchmarks/scale.py sizes=10000,100000 strategies=random,oort
     python benchmarks/scale.py sizes=1000 rounds=3 out=-        # quick look, no file
 
-Keys: sizes (devices, comma-separated), strategies (conf/strategy names),
+Keys: sizes (devices, comma-separated), strategies (fedbench/conf/strategy names),
 extra (strategies run at the extra size only; `none` for none), extra_size,
 rounds, per_round, out (the results file; `-`: print only). By default the
 random strategy runs at every size and oort, eafl and heteroaware at 100,000.

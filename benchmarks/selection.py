@@ -1,8 +1,8 @@
 """Selection overhead: one round of `select()` + `Ledger.record()` at fleet scale.
 
-For fleets of 1,000 / 10,000 / 100,000 registered devices (conf/fleet/
+For fleets of 1,000 / 10,000 / 100,000 registered devices (fedbench/conf/fleet/
 phones_100.yaml scaled, so the profile mix is realistic) with 100 devices
-picked per round, every strategy in conf/strategy/ runs `--rounds` rounds on
+picked per round, every strategy in fedbench/conf/strategy/ runs `--rounds` rounds on
 a fabricated ledger: profile-like predictions for every device, a history
 for half of them (so exploration and exploitation both have work), and
 each round's picks fed back as 100 fabricated RoundReports through
@@ -51,7 +51,7 @@ OVERRIDES: dict[str, dict[str, object]] = {
 
 
 def strategies() -> dict[str, SelectionStrategy]:
-    """Every conf/strategy option at 100 per round, plus FedCS's shared-uplink variant."""
+    """Every fedbench/conf/strategy option at 100 per round, plus FedCS's shared-uplink variant."""
     folder = conf_dir() / "strategy"
     configs = {p.stem: p for p in sorted(folder.glob("*.yaml"))}
     configs["fedcs_shared"] = folder / "fedcs.yaml"

@@ -266,8 +266,8 @@ def paper000_tx2(consts: Constants) -> list[Check]:
             "15.3x (889 -> 13,618 samples/s)",
             f"{sps('dqn', 64) / sps('dqn', 4):.1f}x ({sps('dqn', 4):.0f} -> "
             f"{sps('dqn', 64):.0f} samples/s)",
-            "Nature DQN (conf/model/dqn.yaml); the published samples/s exceed what the TX2 GPU "
-            "can do for it, so not a calibration row",
+            "Nature DQN (fedbench/conf/model/dqn.yaml); the published samples/s exceed what "
+            "the TX2 GPU can do for it, so not a calibration row",
         ),
         Check(
             "TX2 GPU energy per step, batch 4 -> 64 (16x)",

@@ -1,7 +1,8 @@
 """`python -m fedbench [overrides]`: compose the config, check it, run it.
 
-Hydra composes conf/ (installed as the package fedbench.conf); the result
-becomes the typed, validated Experiment (fedbench.experiment) and is
+Hydra composes the config groups of fedbench/conf/ (read from beside the running
+package: fedbench.paths); the result becomes the typed, validated Experiment
+(fedbench.experiment) and is
 preflighted before Hydra makes the run folder (fedbench.cli.gate). Every
 user mistake, whichever layer finds it - Hydra's override grammar, its
 group lookup or its config keys (fedbench.experiment.overrides), the typed
@@ -36,6 +37,7 @@ from fedbench.experiment.config_file import config_yaml
 from fedbench.experiment.overrides import explain
 from fedbench.experiment.schema import Experiment
 from fedbench.folders import check_folder
+from fedbench.paths import conf_dir
 from fedbench.report.lock import RunLock
 from fedbench.report.progress import LOG_NAME, console
 from fedbench.report.provenance import COMMAND_ENV, command_line
@@ -158,10 +160,10 @@ def _check_run_dir(key: str, value: str) -> None:
     check_folder(key, value)  # made and removed again: a refused run leaves nothing
 
 
-main_help.register()  # conf/hydra/help/fedbench.yaml calls it
+main_help.register()  # fedbench/conf/hydra/help/fedbench.yaml calls it
 
 
-@hydra.main(version_base=None, config_path="pkg://fedbench.conf", config_name="config")
+@hydra.main(version_base=None, config_path=str(conf_dir()), config_name="config")
 def _main(cfg: DictConfig) -> None:
     run(cfg)
 

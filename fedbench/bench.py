@@ -54,7 +54,7 @@ GRAMMAR = Grammar(
     summary="What one model's training costs on emulated devices, fully broken down.",
     keys=(
         Key("device", "a device profile, `all`, or a comma list of profiles", required=True),
-        Key("model", "a model of the zoo (conf/model/)", required=True),
+        Key("model", "a model of the zoo (fedbench/conf/model/)", required=True),
         Key("batch_size", "samples per optimizer step", required=True),
         Key("input", "input shape like 3x224x224 (unset: the model's)"),
         Key("steps", "optimizer steps (>1 adds a heating/throttling trace)", "1"),

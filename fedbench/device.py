@@ -11,7 +11,7 @@ fedbench's ClientApp; the server seats it in one of the fleet's
 `physical` slots, where its training is measured by the probe
 (ProbeMeter). `profile=auto` announces what the device can read about
 itself (cores, clocks, memory); `profile=NAME` announces a device profile
-(a name in device_profiles/ or a YAML from `python -m fedbench.profile_device`).
+(a name in fedbench/device_profiles/ or a YAML from `python -m fedbench.profile_device`).
 The device keeps trying to reach the SuperLink until it answers (or
 `max_wait_s` passes); a refused key ends it with exit code 3.
 """

@@ -1,23 +1,43 @@
 """Where fedbench finds its YAMLs and keeps its caches.
 
-`conf/` and `device_profiles/` sit at the repository root and are installed
-as the packages `fedbench.conf` and `fedbench.device_profiles`
-(pyproject.toml), so the same lookups work from a checkout and an install.
+The config groups (`fedbench/conf/`) and the device profiles
+(`fedbench/device_profiles/`) are folders of the package itself, so they are
+read from beside the fedbench code that runs: a checkout reads its own, a
+wheel its own, and a second checkout sharing an environment with the first
+never reads the first's. `where_line` says which folders a run read; it is
+printed as a run starts and kept in summary.json's provenance.
 """
 
 from __future__ import annotations
 
 import os
-from importlib import resources
 from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def package_dir() -> Path:
+    """The folder of the fedbench package that is running."""
+    return _PACKAGE
 
 
 def conf_dir() -> Path:
-    return Path(str(resources.files("fedbench.conf")))
+    """The Hydra config groups (`python -m fedbench group=option`)."""
+    return _PACKAGE / "conf"
 
 
 def profiles_dir() -> Path:
-    return Path(str(resources.files("fedbench.device_profiles")))
+    """The named device profiles (`fleet.devices[].profile=<name>`)."""
+    return _PACKAGE / "device_profiles"
+
+
+def where_line() -> str:
+    """One line naming the fedbench that runs and the folders it reads its YAMLs from."""
+    from fedbench import __version__
+
+    return (
+        f"fedbench {__version__} from {_PACKAGE}: configs {conf_dir()}, profiles {profiles_dir()}"
+    )
 
 
 def cache_dir() -> Path:

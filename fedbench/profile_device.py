@@ -1,6 +1,6 @@
 """`python -m fedbench.profile_device`: profile the device this runs on.
 
-    python -m fedbench.profile_device out=device_profiles/my_pi.yaml
+    python -m fedbench.profile_device out=fedbench/device_profiles/my_pi.yaml
     python -m fedbench.profile_device models=lenet,small_cnn batches=8,16,64 \\
         holdout=lenet@32,small_cnn@32
 
@@ -60,7 +60,7 @@ GRAMMAR = Grammar(
         Key("idle_s", "seconds of idle power and temperature", "3.0"),
     ),
     examples=(
-        "python -m fedbench.profile_device out=device_profiles/my_pi.yaml",
+        "python -m fedbench.profile_device out=fedbench/device_profiles/my_pi.yaml",
         "python -m fedbench.profile_device models=lenet,small_cnn batches=8,16,64 "
         "holdout=lenet@32,small_cnn@32 threads=1",
     ),

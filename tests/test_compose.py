@@ -1,4 +1,4 @@
-"""Every config in conf/ composes, resolves and builds (lightning-hydra-template style)."""
+"""Every config in fedbench/conf/ composes, resolves and builds (lightning-hydra-template style)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_module
+from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
@@ -28,7 +28,7 @@ EXPERIMENTS = sorted(p.stem for p in (conf_dir() / "experiment").glob("*.yaml"))
 @contextmanager
 def hydra_ctx() -> Iterator[None]:
     GlobalHydra.instance().clear()
-    with initialize_config_module(config_module="fedbench.conf", version_base=None):
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
         yield
 
 

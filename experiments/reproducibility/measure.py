@@ -18,7 +18,7 @@ source of divergence changed, everything else held, each in its own process
 
 Each variant runs both recipes: `old` (a constant learning rate to the last
 step, BatchNorm statistics as training left them: fedbench before issue 31)
-and `new` (conf/scenario/daily.yaml: warm-up, cosine decay, BatchNorm
+and `new` (fedbench/conf/scenario/daily.yaml: warm-up, cosine decay, BatchNorm
 re-estimated). It prints one table row per variant: the test accuracy of the
 pretrained model (day 0), whether its weights are bit-identical to the
 reference's, and the pretraining's seconds as a ratio to the reference's.

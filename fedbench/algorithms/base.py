@@ -6,7 +6,7 @@ that ignores it trains plain FedAvg. fedbench keeps one registry from such a
 key to the class that honours it on the client, so an algorithm is one file:
 the strategy (a subclass of a `flwr.serverapp.strategy` class that adds its
 key in `configure_train`) and its `ClientHalf`, registered with
-`@client_half`, plus its conf/algorithm/<name>.yaml.
+`@client_half`, plus its fedbench/conf/algorithm/<name>.yaml.
 
 A client half may
 

@@ -1,6 +1,6 @@
 """FedProx's client half (Li et al., "Federated Optimization in Heterogeneous Networks", MLSys'20).
 
-The server half is Flower's (`flwr.serverapp.strategy.FedProx`, conf/algorithm/
+The server half is Flower's (`flwr.serverapp.strategy.FedProx`, fedbench/conf/algorithm/
 fedprox.yaml): FedAvg that sends `proximal-mu` in every train config. The
 client adds mu/2 ||w - w_global||^2 to its local objective, i.e. the
 gradient mu (w - w_global) to every parameter's gradient before each

@@ -1,6 +1,6 @@
 """A multirun sweep, shown: each job's number and overrides as it starts, the analysis at the end.
 
-Configured in conf/config.yaml (`hydra.callbacks.sweep`). Hydra calls it
+Configured in fedbench/conf/config.yaml (`hydra.callbacks.sweep`). Hydra calls it
 around every sweep (`python -m fedbench -m ...`): the sweep folder gets a
 console.log of the whole sweep, every job is announced with the overrides
 it runs (`job 3/12: strategy=oort seed=1`), and when the last job is done

@@ -4,7 +4,7 @@
     python -m fedbench.characterize study=all device=meizu_16t
     python -m fedbench.characterize study=op_breakdown device=this models=small_cnn batch_size=8
 
-Studies (conf/characterize/<name>.yaml, one module each under studies/):
+Studies (fedbench/conf/characterize/<name>.yaml, one module each under studies/):
 batch_sweep (paper 000 Figs 6, 8-9), cpu_config (paper 001's CPU table),
 width_depth (paper 002 Tables 4-5, Figs 6, 8, 10), op_breakdown (papers
 001/002: time per phase and operator class), background (paper 002 Fig 16)

@@ -1,6 +1,6 @@
 """`python -m fedbench.characterize study=<name|all> device=<profile|this> [key=value ...]`.
 
-Keys: `study` (a name in conf/characterize, a comma list, or `all` for every
+Keys: `study` (a name in fedbench/conf/characterize, a comma list, or `all` for every
 study but daily_accuracy, which trains for real and runs only when
 named), `device` (a profile, or `this` for real steps on this host),
 `processor` (`cpu`, or `gpu` to train on an emulated profile's GPU),
@@ -38,7 +38,7 @@ def _study_help(args: Args) -> str:
     """Each study's parameters and their defaults (only the named study's, if given)."""
     names = study_names()
     picked = [s for s in (args.get("study") or "").split(",") if s in names] or names
-    out = ["study parameters (key=value; defaults from conf/characterize/<study>.yaml):"]
+    out = ["study parameters (key=value; defaults from fedbench/conf/characterize/<study>.yaml):"]
     for study in picked:
         out.append(f"  {study}:")
         for key, default in study_config(study).items():

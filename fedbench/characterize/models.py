@@ -1,6 +1,6 @@
 """Which network a characterisation row is about: a zoo model, optionally resized.
 
-Studies name zoo models (conf/model/<name>.yaml); paper 002's layer-only
+Studies name zoo models (fedbench/conf/model/<name>.yaml); paper 002's layer-only
 stacks also vary `depth` and `width`, which are fields of the model's `net`.
 A `ModelRef` carries the name plus such net overrides, so a worker process
 can rebuild exactly the same module from it (it is small and picklable).

@@ -1,4 +1,4 @@
-"""The studies: one YAML each in conf/characterize/, built through its `_target_`.
+"""The studies: one YAML each in fedbench/conf/characterize/, built through its `_target_`.
 
 A study YAML holds the study's `_target_` (a `Study` dataclass) and the
 defaults of its parameters. Command-line values (`models=a,b`,
@@ -91,11 +91,12 @@ def build_study(name: str, overrides: Mapping[str, str]) -> Study:
     try:
         cls = get_class(target)
     except (ImportError, ValueError) as exc:
-        raise FedbenchError(f"conf/characterize/{name}.yaml: {TARGET}={target}: {exc}") from None
+        where = f"fedbench/conf/characterize/{name}.yaml"
+        raise FedbenchError(f"{where}: {TARGET}={target}: {exc}") from None
     if not (isinstance(cls, type) and issubclass(cls, Study)):
-        raise FedbenchError(f"conf/characterize/{name}.yaml: {target} is not a Study")
+        raise FedbenchError(f"fedbench/conf/characterize/{name}.yaml: {target} is not a Study")
     params: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg.items()}
     try:
         return cls(**params)
     except TypeError as exc:  # a YAML key the study does not take
-        raise FedbenchError(f"conf/characterize/{name}.yaml: {exc}") from None
+        raise FedbenchError(f"fedbench/conf/characterize/{name}.yaml: {exc}") from None

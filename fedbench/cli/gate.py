@@ -4,7 +4,7 @@ Hydra creates `hydra.run.dir` (and writes `.hydra/` into it) before it calls
 the task function, so a run refused inside the task still left an
 `outputs/<date>/<time>/` folder behind - or overwrote the `.hydra/` of a
 folder that holds another run. `RunGate` is a Hydra callback
-(conf/config.yaml, `hydra.callbacks.gate`) whose `on_run_start` runs before
+(fedbench/conf/config.yaml, `hydra.callbacks.gate`) whose `on_run_start` runs before
 that: it builds the typed experiment, checks `resume=` and the run folder,
 and preflights every object the run will build. A refusal is one line on
 stderr and exit code 2, and nothing is written. `dry_run=true` stops there
@@ -35,6 +35,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from fedbench.errors import FedbenchError
 from fedbench.experiment.compose import experiment_from, resolve
 from fedbench.experiment.schema import MAX_SEED, Experiment
+from fedbench.paths import where_line
 from fedbench.preflight import preflight, targets
 from fedbench.report.lock import RunLock
 from fedbench.report.writer import ROUNDS_CSV
@@ -124,7 +125,8 @@ def describe_lines(experiment: Experiment) -> list[str]:
     """Every `_target_` the run builds, with its key (printed as a run starts)."""
     # A user's app brings its own model, data and training: those groups do not apply.
     unused = ("data", "model", "train") if experiment.app is not None else ()
-    lines = [
+    lines = [where_line()]  # which checkout or install, and the YAML folders it reads
+    lines += [
         f"{path}: {target}"
         for path, target in targets(experiment.to_config())
         if path.split(".")[0] not in unused

@@ -1,10 +1,10 @@
 """`python -m fedbench --help`: fedbench's config groups, their options and examples.
 
-Hydra's stock help lists every folder under conf/ (including the
+Hydra's stock help lists every folder under fedbench/conf/ (including the
 `characterize` studies, which the main command cannot use) and says
-"powered by Hydra". conf/hydra/help/fedbench.yaml replaces it with a
+"powered by Hydra". fedbench/conf/hydra/help/fedbench.yaml replaces it with a
 template that calls the resolver registered here: the groups are the ones
-conf/config.yaml's defaults list composes, their options the YAMLs in each
+fedbench/conf/config.yaml's defaults list composes, their options the YAMLs in each
 group's folder, so a new group or option shows up without editing the help.
 Hydra then appends the composed config ($CONFIG) as the list of keys and
 their values.
@@ -22,7 +22,7 @@ from fedbench.paths import conf_dir
 
 RESOLVER = "fedbench.help"
 
-# One line per group of conf/config.yaml; tests/cli/test_main_help.py fails
+# One line per group of fedbench/conf/config.yaml; tests/cli/test_main_help.py fails
 # when a group in the defaults list has none here.
 GROUP_HELP: dict[str, str] = {
     "data": "data source, splits and partitioning (data.partition.scheme=iid|dirichlet)",
@@ -151,6 +151,6 @@ def _yaml_scalar(value: object) -> str:
 
 
 def register() -> None:
-    """Make `${fedbench.help:}` available to conf/hydra/help/fedbench.yaml."""
+    """Make `${fedbench.help:}` available to fedbench/conf/hydra/help/fedbench.yaml."""
     if not OmegaConf.has_resolver(RESOLVER):
         OmegaConf.register_new_resolver(RESOLVER, text)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-# A fleet's profile names that are not files in device_profiles/: this machine
+# A fleet's profile names that are not files in fedbench/device_profiles/: this machine
 # itself, measured by wall clock, and a real device that joins over the network.
 HOST = "host"
 PHYSICAL = "physical"
@@ -35,7 +35,7 @@ def kind_of(profile: str) -> str:
 class DeviceSpec:
     index: int
     name: str  # unique in the fleet, e.g. "rpi4-002"
-    profile: str  # a name in device_profiles/, a profile YAML, "host" or "physical"
+    profile: str  # a name in fedbench/device_profiles/, a profile YAML, "host" or "physical"
     kind: str  # EMULATED, PHYSICAL or HOST (kind_of): the meter the device gets
 
 

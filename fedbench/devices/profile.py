@@ -261,7 +261,7 @@ def profile_names() -> list[str]:
 
 
 def load_profile(name_or_path: str | Path) -> DeviceProfile:
-    """Load and validate `device_profiles/<name>.yaml`, or a YAML at a path."""
+    """Load and validate `fedbench/device_profiles/<name>.yaml`, or a YAML at a path."""
     text = str(name_or_path)
     path = Path(text)
     if not (text.endswith((".yaml", ".yml")) or path.parent != Path(".")):

@@ -20,8 +20,9 @@ from omegaconf.errors import OmegaConfBaseException
 from fedbench.errors import FedbenchError
 from fedbench.experiment.app import load_app
 from fedbench.experiment.schema import Experiment
+from fedbench.paths import conf_dir
 
-# Config groups that must be present after composition (conf/).
+# Config groups that must be present after composition (fedbench/conf/).
 REQUIRED_GROUPS: tuple[str, ...] = (
     "data",
     "model",
@@ -73,14 +74,14 @@ def experiment_from(values: Mapping[str, Any], overrides: Sequence[str] = ()) ->
 
 def compose_experiment(overrides: Sequence[str]) -> Experiment:
     """The experiment `python -m fedbench <overrides>` would run (Hydra's compose API)."""
-    from hydra import compose, initialize_config_module
+    from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     from fedbench.experiment.overrides import explain
 
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_module(config_module="fedbench.conf", version_base=None):
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
             cfg = compose(config_name="config", overrides=list(overrides))
     except Exception as exc:
         refusal = explain(exc, overrides)

@@ -1,6 +1,6 @@
-"""conf/hooks: the run's hooks by name, each a `_target_` built with the group's keys.
+"""fedbench/conf/hooks: the run's hooks by name, each a `_target_` built with the group's keys.
 
-The lightning-hydra-template way to compose callbacks: conf/hooks/default.yaml
+The lightning-hydra-template way to compose callbacks: fedbench/conf/hooks/default.yaml
 names the built-in hooks (records, progress, loggers, checkpoint), and every
 other file of the group adds entries to it:
 
@@ -47,7 +47,7 @@ class HooksConfig:
 
     @classmethod
     def default(cls) -> HooksConfig:
-        """conf/hooks/default.yaml: the built-in hooks."""
+        """fedbench/conf/hooks/default.yaml: the built-in hooks."""
         values = yaml.safe_load((conf_dir() / "hooks" / "default.yaml").read_text())
         return cls.from_config(values, "hooks")
 

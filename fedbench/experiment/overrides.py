@@ -7,7 +7,7 @@ with no YAML (`strategy=orrt`, Hydra: fifteen lines of search path), `+` on a
 key that exists, `~` on one that does not. `explain` turns each into a
 FedbenchError that names the override, the closest valid key or option, and
 all valid ones; an unknown key that is a key elsewhere (`train.deadline_s`)
-says where it belongs. Every entry point that composes conf/ goes through it
+says where it belongs. Every entry point that composes fedbench/conf/ goes through it
 (`python -m fedbench`, `fedbench.fleet describe`, `flwr run .`).
 """
 
@@ -82,7 +82,7 @@ def _missing_option(exc: MissingConfigException) -> FedbenchError:
         return FedbenchError(_first_lines(str(exc)))
     return FedbenchError(
         f"{group.replace('/', '.')}={option}: no such option{closest(option, options)}; "
-        f"valid: {choices(options) or 'none'} (the YAMLs in conf/{group}/)"
+        f"valid: {choices(options) or 'none'} (the YAMLs in fedbench/conf/{group}/)"
     )
 
 
@@ -125,13 +125,13 @@ def _given(key: str, overrides: Sequence[str]) -> str:
 
 def _composed(overrides: Sequence[str]) -> DictConfig | None:
     """The config with these overrides (without the refused one); None if they fail too."""
-    from hydra import compose, initialize_config_module
+    from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     kept = [o for o in overrides if not o.startswith("-") and not _key_of(o).startswith("hydra")]
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_module(config_module="fedbench.conf", version_base=None):
+        with initialize_config_dir(config_dir=str(conf_dir()), version_base=None):
             return compose(config_name="config", overrides=kept)
     except Exception:  # noqa: BLE001 - another refusal: report the first one only
         return None

@@ -4,7 +4,7 @@ Without it (`fleet.population: null`, the default) every device of a profile
 is the profile. With it, each device gets its own compute-speed factor,
 network, daily availability windows and battery, drawn from the seed
 (fedbench.population.draw). The defaults here are the ones
-conf/fleet/population/phones.yaml spells out with their sources
+fedbench/conf/fleet/population/phones.yaml spells out with their sources
 (docs/populations.md); a test keeps the two equal.
 """
 

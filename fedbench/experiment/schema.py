@@ -1,4 +1,4 @@
-"""The typed experiment: one frozen dataclass per config group (conf/<group>/).
+"""The typed experiment: one frozen dataclass per config group (fedbench/conf/<group>/).
 
 Groups whose YAML names a `_target_` (strategy, algorithm, round_close,
 scenario, runtime, data.source, model.net) are a `Target`: the class's own
@@ -39,7 +39,7 @@ class PartitionConfig:
 
 @dataclass(frozen=True)
 class DataConfig:
-    """conf/data: the data set, its splits and how the device pool is partitioned."""
+    """fedbench/conf/data: the data set, its splits and how the device pool is partitioned."""
 
     name: str
     num_classes: int = check(ge=2, le=1_000_000)
@@ -73,14 +73,14 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class DeviceGroup:
-    profile: str  # a name in device_profiles/, a profile YAML path, "host" or "physical"
+    profile: str  # a name in fedbench/device_profiles/, a profile YAML path, "host" or "physical"
     count: int = check(1, ge=1, le=MAX_DEVICES)
 
 
 # eq=False: compared and hashed by identity, so a decoded fleet can key a cache.
 @dataclass(frozen=True, eq=False)
 class FleetConfig:
-    """conf/fleet: groups of `{profile, count}`, resized by `scale`, with knobs and faults.
+    """fedbench/conf/fleet: groups of `{profile, count}`, resized by `scale`, with knobs and faults.
 
     `population` (None: every device is its profile) draws each device its
     own speed, network, availability and battery (fedbench.population).
@@ -125,7 +125,7 @@ class FleetConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """conf/train: local training on every device (fedbench's own ClientApp).
+    """fedbench/conf/train: local training on every device (fedbench's own ClientApp).
 
     The hyperparameters (batch_size ... weight_decay) travel in the train
     config of every message (fedbench.train.hyper); `optimizer` is a
@@ -158,7 +158,7 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class ReportConfig:
-    """conf/report: what a run writes besides rounds.csv and summary.json."""
+    """fedbench/conf/report: what a run writes besides rounds.csv and summary.json."""
 
     plots: bool = True  # figures in the run folder at the end
     progress_per_round: bool = False  # a console line per round (false: per evaluation)

@@ -1,4 +1,4 @@
-"""The model zoo: one file per model family, one YAML per model in conf/model/.
+"""The model zoo: one file per model family, one YAML per model in fedbench/conf/model/.
 
 `build_model("densenet40")` returns the module and its input shape; the
 registry (registry.py) is the only place that reads model YAMLs.

@@ -5,7 +5,7 @@ Defaults reproduce torchvision's `alexnet` (the "one weird trick" variant:
 layers): 61,100,840 parameters at 1000 classes. The parameters also express
 the MNN benchmark AlexNet that the Meizu calibration rows were measured
 with (96-256-384-384-256 channels, unpadded first conv, one 4096 hidden
-layer, no adaptive pooling), see conf/model/alexnet_mnn.yaml.
+layer, no adaptive pooling), see fedbench/conf/model/alexnet_mnn.yaml.
 """
 
 from __future__ import annotations

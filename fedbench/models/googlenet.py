@@ -5,7 +5,7 @@ conv+BN+ReLU units, a 1x1 reduction before the second stem conv, and a 3x3
 kernel in the "5x5" branch (as torchvision and TF-slim ship it): 6,624,904
 parameters at 1000 classes. `batch_norm=False, stem_reduce=False,
 branch3_kernel=5` gives the paper's plain-conv layout. The MNN benchmark's
-GoogLeNet (conf/model/googlenet_mnn.yaml) is that layout with `stem_stride=2`
+GoogLeNet (fedbench/conf/model/googlenet_mnn.yaml) is that layout with `stem_stride=2`
 and `relu=False`: its source reuses the first conv's options for the second
 stem conv, stride 2 included, so every inception module runs on a quarter of
 the paper's feature map (14-7-4 instead of 28-14-7), and its convs have no

@@ -6,7 +6,7 @@ hidden units, first conv padded so a 28x28 input gives the 5x5x16 = 400
 features of the original 32x32 design): 61,706 parameters. The same family
 with channels (20, 50), no padding and one 500-unit hidden layer is the
 Caffe "LeNet" (431,080 parameters); MNN's benchmark version
-(conf/model/lenet_mnn.yaml) has a 400-unit hidden layer, no activation
+(fedbench/conf/model/lenet_mnn.yaml) has a 400-unit hidden layer, no activation
 after its convs, and never registers its second conv with the module, so
 that conv's weights are constants the optimizer does not see
 (`constant_convs=[1]`: buffers here, not parameters).

@@ -1,4 +1,4 @@
-"""The model zoo's registry: one YAML per model in conf/model/, nothing else.
+"""The model zoo's registry: one YAML per model in fedbench/conf/model/, nothing else.
 
 A model YAML names the model, gives the shape of one input example and the
 `net` to instantiate (Hydra `_target_`)::
@@ -55,7 +55,7 @@ def _model_dir() -> Path:
 
 
 def model_names() -> list[str]:
-    """Names of all models, i.e. the YAML files in conf/model/, sorted."""
+    """Names of all models, i.e. the YAML files in fedbench/conf/model/, sorted."""
     return sorted(p.stem for p in _model_dir().glob("*.yaml"))
 
 
@@ -106,7 +106,7 @@ def input_spec_from_config(cfg: Mapping[str, Any], where: str = "model config") 
 
 
 def input_spec(name: str) -> InputSpec:
-    return input_spec_from_config(model_config(name), where=f"conf/model/{name}.yaml")
+    return input_spec_from_config(model_config(name), where=f"fedbench/conf/model/{name}.yaml")
 
 
 def build_from_config(cfg: Mapping[str, Any], num_classes: int | None = None) -> nn.Module:
@@ -127,7 +127,7 @@ def build_from_config(cfg: Mapping[str, Any], num_classes: int | None = None) ->
 
 
 def build_model(name: str, num_classes: int | None = None) -> tuple[nn.Module, tuple[int, ...]]:
-    """Model `name` from conf/model/<name>.yaml and its input shape (C, H, W) or (T,).
+    """Model `name` from fedbench/conf/model/<name>.yaml and its input shape (C, H, W) or (T,).
 
     `num_classes` replaces the YAML's class count (FedbenchError if the model
     has none, e.g. dcgan).

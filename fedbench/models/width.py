@@ -159,7 +159,7 @@ def supported() -> list[str]:
 
 
 def supported_models() -> list[str]:
-    """The zoo models (conf/model/) whose net has a width rule."""
+    """The zoo models (fedbench/conf/model/) whose net has a width rule."""
     return [n for n in model_names() if str(model_config(n)["net"]["_target_"]) in _RULES]
 
 

@@ -18,7 +18,9 @@ from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
+from fedbench import __version__
 from fedbench.core.redact import redact_argv, redact_text, remember_environment
+from fedbench.paths import conf_dir, package_dir, profiles_dir
 
 # Set by `python -m fedbench` (fedbench/__main__.py) so that processes it starts for the
 # run (the deployment's ServerApp) record the user's command, not their own.
@@ -97,7 +99,12 @@ def provenance(argv: Sequence[str] | None = None, accelerator: str = "auto") -> 
     commit, dirty = git_commit()
     remember_environment()  # FLWR_TOKEN=... in the environment: masked wherever it shows
     return {
-        "fedbench_version": version_of("fedbench"),
+        # The running package's own version and folders, not the installed metadata's:
+        # a second checkout sharing an environment runs (and reads) its own files.
+        "fedbench_version": __version__,
+        "fedbench_package": str(package_dir()),
+        "conf_dir": str(conf_dir()),
+        "profiles_dir": str(profiles_dir()),
         "git_commit": commit,
         "git_dirty": dirty,
         "python": platform.python_version(),

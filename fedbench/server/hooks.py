@@ -9,7 +9,7 @@ assembly adds them, fedbench.server.app):
 - `Signals`: a warning, once per run, when the app never read a key its
   algorithm sent, or no reply carries what the selector selects by.
 
-Configured, in the `hooks` group (conf/hooks/default.yaml), and built here
+Configured, in the `hooks` group (fedbench/conf/hooks/default.yaml), and built here
 by `build_hooks`:
 
 - `RecordHook`: rounds.csv, server_rounds.csv and, on evaluation rounds, the

@@ -113,7 +113,7 @@ class ServerHook:
     """Something that happens around a run and its rounds; every override is optional.
 
     The callbacks of pfl-research's training process, on fedbench's round
-    loop. A hook in the `hooks` group (conf/hooks) is built from its
+    loop. A hook in the `hooks` group (fedbench/conf/hooks) is built from its
     `_target_` with the group's keys and finds the rest in the `Run`.
     """
 

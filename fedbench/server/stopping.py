@@ -1,4 +1,4 @@
-"""Hooks that end a run early: a target reached, a budget spent (conf/hooks).
+"""Hooks that end a run early: a target reached, a budget spent (fedbench/conf/hooks).
 
 A stopping hook returns a `Stop` from `on_round_end`; the round loop finishes
 that round (its rows, its checkpoint) and ends, and summary.json says

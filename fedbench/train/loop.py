@@ -29,7 +29,7 @@ class TrainParams:
 
     The first five travel in the train config the server sends each round
     (fedbench.train.hyper); `optimizer` and `bn_momentum_scaled` are the
-    experiment's (conf/train); `halves` are the client halves of the keys the
+    experiment's (fedbench/conf/train); `halves` are the client halves of the keys the
     Flower strategy sent (fedbench.algorithms: FedProx's proximal term).
     """
 

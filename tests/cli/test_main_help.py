@@ -1,4 +1,4 @@
-"""`python -m fedbench --help` is generated from conf/: every group the main config
+"""`python -m fedbench --help` is generated from fedbench/conf/: every group the main config
 composes, with its options, and a line saying what the group decides."""
 
 from __future__ import annotations

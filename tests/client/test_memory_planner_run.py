@@ -2,8 +2,8 @@
 
 Two real runs through Flower's simulation engine (tiny CNN, one day, batch
 64 = one optimizer step per device), started side by side on a warm
-workload cache: one with `train.memory_planner=off`, one with `auto`. The fleet is conf/fleet/
-small_memory.yaml's idea at test scale: the Raspberry Pi 3B+ and Honor 8
+workload cache: one with `train.memory_planner=off`, one with `auto`. The fleet is
+fedbench/conf/fleet/small_memory.yaml's idea at test scale: the Raspberry Pi 3B+ and Honor 8
 profiles with their training budget cut to 16 MB (the tiny CNN at batch 64
 needs ~22 MB; the Honor 8 copy also loses half of it to other apps at night,
 memory.pressure), and an unmodified Raspberry Pi 4.

@@ -58,7 +58,7 @@ SKIP: tuple[tuple[str, str], ...] = (
 SKIP_TEXT: tuple[tuple[str, str], ...] = (
     (
         "fleet=my_lab",
-        "needs conf/fleet/my_lab.yaml and certs/, which the page's earlier steps make",
+        "needs fedbench/conf/fleet/my_lab.yaml and certs/, which the page's earlier steps make",
     ),
     ("fleet.population.trace.", "reads the user's own measured trace files (traces/ is theirs)"),
     ("runtime.ray_address=", "connects to an existing Ray cluster (ray start, above it)"),

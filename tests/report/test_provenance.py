@@ -22,6 +22,10 @@ def test_provenance_names_code_software_host_and_command() -> None:
     p = provenance(["python", "-m", "fedbench", "experiment=smoke", "seed=1"])
     assert p["command"] == "python -m fedbench experiment=smoke seed=1"
     assert p["fedbench_version"] and p["python"] and p["torch"] and p["flwr"] and p["ray"]
+    # The folders this checkout's own package reads, not another install's.
+    assert p["fedbench_package"] == str(REPO / "fedbench")
+    assert p["conf_dir"] == str(REPO / "fedbench" / "conf")
+    assert p["profiles_dir"] == str(REPO / "fedbench" / "device_profiles")
     assert isinstance(p["cpu_cores"], int) and p["cpu_cores"] >= 1 and p["cpu_model"]
     datetime.fromisoformat(str(p["start_time"]))
     assert p["end_time"] is None

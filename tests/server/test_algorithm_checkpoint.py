@@ -1,6 +1,6 @@
 """Every `algorithm=` survives a checkpoint: its state round-trips through checkpoint.pt.
 
-Each Flower strategy of conf/algorithm aggregates two rounds of a model with
+Each Flower strategy of fedbench/conf/algorithm aggregates two rounds of a model with
 BatchNorm (whose `num_batches_tracked` is an int64 scalar: FedAdam's moments
 of it are numpy float64 scalars, which `torch.load(weights_only=True)`
 refused), is checkpointed as the server does (export_data -> save -> load ->

@@ -1,6 +1,6 @@
 """What every study is: a frozen set of parameters (from its YAML) that runs on a device.
 
-A study's parameters come from conf/characterize/<name>.yaml (their
+A study's parameters come from fedbench/conf/characterize/<name>.yaml (their
 defaults) and the command line (`key=value`); its `run` asks the device for
 step costs, writes the CSV and figures into the output folder and returns
 a `StudyResult` with summary lines comparing against the paper.

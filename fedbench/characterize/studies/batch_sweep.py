@@ -52,7 +52,7 @@ class BatchSweep(Study):
     columns: ClassVar[dict[str, str]] = {
         "device": "profile name, or `this`",
         "kind": "`emulated` (from the profile) or `measured` (real steps on this host)",
-        "model": "zoo model (conf/model/<model>.yaml)",
+        "model": "zoo model (fedbench/conf/model/<model>.yaml)",
         "batch_size": "samples per training step",
         "status": "`ok`, or `oom` (peak over the training budget), `failed`",
         "reason": "why a row is not ok",

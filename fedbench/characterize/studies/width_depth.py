@@ -49,7 +49,7 @@ class WidthDepth(Study):
     columns: ClassVar[dict[str, str]] = {
         "device": "profile name, or `this`",
         "kind": "`emulated` or `measured`",
-        "family": "`fc_only`, `conv_only` or `dwconv_only` (conf/model)",
+        "family": "`fc_only`, `conv_only` or `dwconv_only` (fedbench/conf/model)",
         "depth": "layers in the stack",
         "width": "units (fc) or channels (conv) per layer",
         "batch_size": "samples per step",
