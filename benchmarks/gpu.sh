@@ -34,7 +34,7 @@ rc=0
 for stage in $stages; do
   case $stage in
     tests)
-      python3 -m pytest -p no:cacheprovider -m gpu -q -rs tests/train/test_gpu.py \
+      python3 -m pytest -p no:cacheprovider -o addopts= -m gpu -q -rs tests/train/test_gpu.py \
         tests/client/test_group.py tests/e2e/test_gpu_run.py \
         2>&1 | tee "$out/gpu_tests.txt" || rc=1 ;;
     small|densenet)

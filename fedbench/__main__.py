@@ -173,10 +173,10 @@ def main() -> None:
     # for the run, e.g. the deployment's ServerApp).
     # Its secrets are masked before it reaches the environment (fedbench.core.redact).
     os.environ.setdefault(COMMAND_ENV, command_line())
-    # No fixed glibc mmap threshold here, unlike the Ray workers (heap.worker_env): at
-    # 1,000,000 devices the server's whole-array passes allocate 8 MB temporaries, and
-    # mapped afresh each time they page-fault: server time per round 0.35 -> 0.61 s
-    # (benchmarks/scale.py) for ~40 MB less at the driver's peak.
+    # No fixed glibc mmap threshold (fedbench.runtime.heap): at 1,000,000 devices the
+    # server's whole-array passes allocate 8 MB temporaries, and mapped afresh each time
+    # they page-fault: server time per round 0.35 -> 0.61 s (benchmarks/scale.py) for
+    # ~40 MB less at the driver's peak.
     argv = sys.argv[1:]
     try:
         check_overrides(argv)

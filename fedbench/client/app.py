@@ -9,6 +9,10 @@ app is never edited: it is called as Flower would call it.
 
 `seat_app(client_app)` is the same composition for a ClientApp object, for
 users who build their own runner: `app = seat_app(their_app)`.
+
+After each device's call the worker gives the memory the call freed back to
+the OS (`release_mod`), so it waits for its next call holding only what is
+live (fedbench.runtime.heap says why this and not a fixed mmap threshold).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import functools
 
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
+from flwr.clientapp.typing import ClientAppCallable
 
 from fedbench.client import handler
 from fedbench.client.faults import fault_mod
@@ -24,6 +29,7 @@ from fedbench.client.group import group_mod
 from fedbench.client.mod import DeclaredDeviceMod, device_mod
 from fedbench.client.seat import seat_of
 from fedbench.experiment.app import AppConfig
+from fedbench.runtime import heap
 
 _own = ClientApp(mods=[fault_mod, DeclaredDeviceMod()])
 _own.train()(handler.train)
@@ -53,8 +59,16 @@ def _dispatch(msg: Message, context: Context) -> Message:
     return target(msg, context)
 
 
-# Outermost: a message for several devices becomes one call per device (group_mod).
-app = ClientApp(mods=[group_mod])
+def release_mod(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
+    """The device's call, then its freed memory back to the OS (`heap.release`)."""
+    reply = call_next(msg, context)
+    heap.release()
+    return reply
+
+
+# Outermost: a message for several devices becomes one call per device (group_mod),
+# each followed by a release of what it freed.
+app = ClientApp(mods=[group_mod, release_mod])
 app.train()(_dispatch)
 app.evaluate()(_dispatch)
 app.query()(_dispatch)

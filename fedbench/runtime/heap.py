@@ -1,12 +1,23 @@
-"""Give freed heap memory back to the OS: after a large transient (glibc's `malloc_trim`),
-and in Ray's workers, a fixed mmap threshold (`worker_env`).
+"""Give freed heap memory back to the OS after a large transient (glibc's `malloc_trim`).
 
 Drawing a 1,000,000-device population allocates and frees hundreds of MB of
-numpy temporaries. glibc keeps freed heap pages for later allocations, so
-without this the server's resident memory would stay at the draw's peak for
-the whole run (~350 MB more at 1,000,000 devices, beside the Ray workers
-that the process tree's memory also counts). A C library without
+numpy temporaries, and a worker's training call frees its activations when
+it returns. glibc keeps freed heap pages for later allocations, so without
+this the server's resident memory would stay at the draw's peak for the
+whole run (~350 MB more at 1,000,000 devices), and a Ray worker would hold
+~100 MB of a finished call's memory while it waits for the next one. The
+server releases after the draw (fedbench.server.app), a worker after each
+device's call (fedbench.client.app's `release_mod`). A C library without
 `malloc_trim` (macOS, musl) makes `release` a no-op.
+
+Releasing after each call, not a fixed mmap threshold (MALLOC_MMAP_THRESHOLD_=1 MiB,
+which the workers had until issue 49): with it every tensor above 1 MiB was mapped
+afresh and page-faulted on each allocation. On a quiet 2-core host (2026-12-01):
+benchmarks/throughput.py's DenseNet40 x4 warm round 10.15 s with the threshold, 5.81 s
+releasing after each call (the bare torch loop 4.38 and 4.05 s in the same two runs);
+benchmarks/scale.py at 100,000 devices 29.0 s start to exit with a peak RSS of the
+process tree of 1.96 GB (target <= 2 GB; with neither: 32.1 s, 2.07 GB; the threshold's
+committed figures, 2026-11-26: 49.2 s, 1.86 GB).
 """
 
 from __future__ import annotations
@@ -14,15 +25,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-import os
-
-# glibc serves a block of at least this many bytes by its own mmap, returned to the OS on
-# free; set in the environment, it stays fixed. Measured on a worker's
-# first calls (small CNN, 50 devices a call, loaded 2-core host): at glibc's own start
-# value, 128 KiB, the same peak as 1 MiB but +50% CPU time per call (page faults of
-# fresh mappings: sys 0.0 -> 1.1 s); at 1 MiB no measurable cost; at 4 MiB 9 MB more peak.
-MMAP_THRESHOLD_ENV = "MALLOC_MMAP_THRESHOLD_"
-MMAP_THRESHOLD = 1024 * 1024
 
 
 @functools.cache
@@ -42,23 +44,3 @@ def release() -> bool:
         return False
     trim(0)
     return True
-
-
-def worker_env() -> dict[str, str]:
-    """What a private Ray node's processes inherit so freed tensors leave their heap.
-
-    glibc raises its mmap threshold to the largest mmapped block freed so far
-    (up to 32 MB): once a worker has freed its data set's load (22 MB for
-    digits at 3x32x32) or a vmapped step's activations, every later tensor
-    up to that size comes from the heap, where small live objects between
-    them keep the freed pages resident. A simulation worker of the 100,000-
-    device scale run held ~100 MB of freed training memory between steps
-    and calls (anonymous memory after the first call 396-404 MB -> 318 MB,
-    its peak 592-612 -> 536 MB RSS, same calls in one process, results
-    unchanged). Fixed at MMAP_THRESHOLD, blocks that large go back to the
-    OS when torch frees them. A value already in the
-    environment is the user's and is kept.
-    """
-    if MMAP_THRESHOLD_ENV in os.environ:
-        return {}
-    return {MMAP_THRESHOLD_ENV: str(MMAP_THRESHOLD)}

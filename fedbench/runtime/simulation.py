@@ -37,7 +37,6 @@ from fedbench.core.seating import Seating
 from fedbench.errors import FedbenchError
 from fedbench.experiment.schema import Experiment
 from fedbench.folders import check_folder
-from fedbench.runtime import heap
 from fedbench.runtime.base import Apps, Runtime, check_reachable
 from fedbench.runtime.limits import ARENA_ENV
 from fedbench.runtime.logs import route_flower_logs
@@ -121,11 +120,6 @@ class SimulationRuntime(Runtime):
             return by_cpu
         return max(1, min(by_cpu, math.floor(float(resources["GPU"]) / share + 1e-9)))
 
-    def _workers_env(self) -> dict[str, str]:
-        """What a private local cluster's processes inherit: glibc's fixed mmap threshold
-        (fedbench.runtime.heap.worker_env) and the workers' accelerator."""
-        return {**heap.worker_env(), **self._local_worker_env()}
-
     def _local_worker_env(self) -> dict[str, str]:
         """What a private local cluster's workers inherit: their accelerator, and for
         `cuda:N` the one GPU Ray may give them."""
@@ -170,9 +164,8 @@ class SimulationRuntime(Runtime):
         # Ray warns on every start about a future default we do not rely on (no GPUs).
         os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
         # Ray's local workers inherit the driver's environment: which GPUs Ray may hand
-        # out (`cuda:N`: that one only, GPU 0 inside the workers), where they train, and
-        # how glibc gives their freed tensors back.
-        workers_env = {} if self.ray_address else self._workers_env()
+        # out (`cuda:N`: that one only, GPU 0 inside the workers) and where they train.
+        workers_env = {} if self.ray_address else self._local_worker_env()
         before = {k: os.environ.get(k) for k in workers_env}
         os.environ.update(workers_env)
         try:
