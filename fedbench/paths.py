@@ -4,14 +4,16 @@ The config groups (`fedbench/conf/`) and the device profiles
 (`fedbench/device_profiles/`) are folders of the package itself, so they are
 read from beside the fedbench code that runs: a checkout reads its own, a
 wheel its own, and a second checkout sharing an environment with the first
-never reads the first's. `where_line` says which folders a run read; it is
-printed as a run starts and kept in summary.json's provenance.
+never reads the first's. `where_line` names them as a run starts, and
+summary.json's provenance keeps them.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from fedbench import __version__
 
 _PACKAGE = Path(__file__).resolve().parent
 
@@ -33,8 +35,6 @@ def profiles_dir() -> Path:
 
 def where_line() -> str:
     """One line naming the fedbench that runs and the folders it reads its YAMLs from."""
-    from fedbench import __version__
-
     return (
         f"fedbench {__version__} from {_PACKAGE}: configs {conf_dir()}, profiles {profiles_dir()}"
     )
