@@ -86,6 +86,15 @@ GPU_WORKLOADS: dict[str, dict[str, object]] = {
 }
 
 
+# Issue 49's targets on the CPU, fedbench over plain Flower in the same run: the warm round
+# and the whole run (start to exit). A ratio over its target makes the script exit 1, so a
+# regression of the warm-round ratio is caught where it is measured.
+FLOWER_TARGETS: dict[str, dict[str, float]] = {
+    "small": {"warm round": 1.0, "whole run": 1.0},
+    "densenet": {"warm round": 1.0, "whole run": 1.2},
+}
+
+
 @dataclass(frozen=True)
 class Timing:
     name: str
@@ -357,19 +366,20 @@ def gpu_header() -> str:
     return f"GPU: {gpu} | torch {torch.__version__}, CUDA {torch.version.cuda}"
 
 
-def run(o: dict[str, str]) -> None:
+def run(o: dict[str, str]) -> int:
     rounds = parse_int("rounds", o["rounds"], 1)
     if o["as"]:  # a contender's own process: print its round times as JSON
         role = parse_words("as", o["as"], list(CONTENDERS))[0]
         device = parse_words("device", o["device"], ["cpu", "cuda"])[0]
         print(json.dumps(CONTENDERS[role](json.loads(o["config"]), device)))
-        return
+        return 0
     accelerator = parse_words("accelerator", o["accelerator"], ["cpu", "cuda"])[0]
     if accelerator == "cuda":
         print(gpu_header(), f"| {os.cpu_count()} CPU cores", flush=True)
     table = GPU_WORKLOADS if accelerator == "cuda" else WORKLOADS
     workload = parse_words("workload", o["workload"], [*table, "all"])[0]
     names = list(table) if workload == "all" else [workload]
+    over: list[str] = []
     for name in names:
         w = table[name]
         with tempfile.TemporaryDirectory() as tmp:
@@ -396,7 +406,11 @@ def run(o: dict[str, str]) -> None:
         if accelerator == "cuda":
             _gpu_ratios(name, timings)
         else:
-            _cpu_ratios(name, timings, devices)
+            over += _cpu_ratios(name, timings, devices)
+    if over:
+        print(f"\nover target (fedbench / flower): {'; '.join(over)}")
+        return 1
+    return 0
 
 
 def _gpu_contenders(w: dict[str, object], rounds: int, out: Path) -> list[Timing]:
@@ -425,15 +439,21 @@ def _gpu_ratios(name: str, timings: list[Timing]) -> None:
     print(f"  pooled GPU ceiling / fedbench: warm rounds {fb.warm_s / pooled_t.warm_s:.2f}x")
 
 
-def _cpu_ratios(name: str, timings: list[Timing], devices: int) -> None:
+def _cpu_ratios(name: str, timings: list[Timing], devices: int) -> list[str]:
+    """Prints the ratios; returns those over their FLOWER_TARGETS, named."""
     fb, bare_t, flower_t, pooled_t = timings
     print(
         f"  fedbench / bare: warm round {fb.warm_s / bare_t.warm_s:.3f}x (target <= 1.05), "
         f"whole run {fb.wall_s / bare_t.wall_s:.2f}x"
     )
+    ratios = {"warm round": fb.warm_s / flower_t.warm_s, "whole run": fb.wall_s / flower_t.wall_s}
+    targets = FLOWER_TARGETS.get(name, {})
     print(
-        f"  fedbench / flower: warm round {fb.warm_s / flower_t.warm_s:.3f}x (target <= 1), "
-        f"whole run {fb.wall_s / flower_t.wall_s:.2f}x"
+        "  fedbench / flower: "
+        + ", ".join(
+            f"{what} {ratio:.3f}x" + (f" (target <= {targets[what]:g})" if what in targets else "")
+            for what, ratio in ratios.items()
+        )
     )
     # Device-rounds per minute relative to the bare loop (batched training, issue 13:
     # at least 3x on small models): over warm rounds and over the whole run.
@@ -446,6 +466,11 @@ def _cpu_ratios(name: str, timings: list[Timing], devices: int) -> None:
         f"  ceiling for any batching here (pooled / bare device-rounds/min, warm rounds): "
         f"{bare_t.warm_s / pooled_t.warm_s:.2f}x"
     )
+    return [
+        f"{name} {what} {ratio:.2f}x > {targets[what]:g}"
+        for what, ratio in ratios.items()
+        if what in targets and ratio > targets[what]
+    ]
 
 
 CONTENDERS = {"bare": bare, "bare1": bare1, "flower": flower, "pooled": pooled}

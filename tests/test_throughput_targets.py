@@ -1,0 +1,47 @@
+"""benchmarks/throughput.py fails (exit 1) when fedbench is over its targets against plain
+Flower, so a regression of the warm-round ratio is caught where it is measured."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "throughput.py"
+
+
+def _bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("throughput_bench", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _timings(bench: ModuleType, fedbench_warm: float, fedbench_wall: float) -> list[object]:
+    t = bench.Timing
+    return [
+        t("fedbench", fedbench_wall, [9.0, fedbench_warm, fedbench_warm]),
+        t("bare", 20.0, [5.0, 4.0, 4.0]),
+        t("flower", 40.0, [9.0, 4.0, 4.0]),
+        t("pooled", 20.0, [5.0, 3.0, 3.0]),
+    ]
+
+
+def test_ratios_within_the_targets_pass(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _bench()
+    assert bench._cpu_ratios("densenet", _timings(bench, 4.0, 48.0), 4) == []
+    out = capsys.readouterr().out
+    assert "warm round 1.000x (target <= 1)" in out and "whole run 1.200x (target <= 1.2)" in out
+
+
+def test_a_slower_warm_round_is_named_over_its_target() -> None:
+    bench = _bench()
+    over = bench._cpu_ratios("densenet", _timings(bench, 4.4, 40.0), 4)
+    assert over == ["densenet warm round 1.10x > 1"]
+    over = bench._cpu_ratios("small", _timings(bench, 4.0, 44.0), 100)
+    assert over == ["small whole run 1.10x > 1"]
