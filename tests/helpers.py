@@ -1,11 +1,13 @@
-"""Run `python -m fedbench` as a user would, in a subprocess."""
+"""Run `python -m fedbench` as a user would, in a subprocess; load a benchmark script."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -13,6 +15,17 @@ if TYPE_CHECKING:
 
     from fedbench.core.records import RoundReport
     from fedbench.experiment.schema import Experiment
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """The script `benchmarks/<name>.py` as a module (benchmarks/ is no package)."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_bench", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a dataclass of the script looks its module up there
+    spec.loader.exec_module(module)
+    return module
 
 
 def run_fedbench(

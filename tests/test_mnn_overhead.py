@@ -7,7 +7,6 @@ install (the last test runs where it is).
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -15,17 +14,11 @@ from types import ModuleType
 import pytest
 
 from fedbench.errors import FedbenchError
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "mnn_overhead.py"
+from tests.helpers import load_benchmark
 
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("mnn_overhead_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("mnn_overhead")
 
 
 def test_a_chain_of_n_linear_layers_lowers_to_the_same_mnn_calls_per_layer() -> None:

@@ -3,23 +3,15 @@ Flower, so a regression of the warm-round ratio is caught where it is measured."
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "throughput.py"
+from tests.helpers import load_benchmark
 
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("throughput_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("throughput")
 
 
 def _timings(bench: ModuleType, fedbench_warm: float, fedbench_wall: float) -> list[object]:

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import tempfile
 
-import pytest
 import ray
 import ray._private.ray_constants as rc
 import ray._private.worker as ray_worker
 
-from fedbench.runtime.simulation import SimulationRuntime, _stop_idle_services
-from fedbench.train.accelerator import ACCELERATOR_ENV
+from fedbench.runtime.simulation import _stop_idle_services
 
 
 @ray.remote
@@ -50,15 +48,3 @@ def test_the_monitors_and_the_dashboard_are_stopped_and_tasks_still_run() -> Non
             assert ray.get(_square.remote(7)) == 49  # the node still runs work
         finally:
             ray.shutdown()
-
-
-def test_a_private_nodes_processes_get_no_fixed_mmap_threshold(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Ray's local processes inherit the driver's environment at `ray.init`: the simulation
-    adds the workers' accelerator there, not glibc's fixed mmap threshold, which
-    page-faulted every large tensor (fedbench.runtime.heap; workers release after each
-    call instead)."""
-    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
-    env = SimulationRuntime(accelerator="cpu")._local_worker_env()
-    assert env == {ACCELERATOR_ENV: "cpu"}

@@ -9,24 +9,18 @@ million more, and fails here at once, on any host, however loaded.
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from types import FrameType, ModuleType
 from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "benchmarks" / "selection.py"
+from tests.helpers import load_benchmark
 
 
 def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("selection_bench", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("selection")
 
 
 def calls(work: Callable[[], object]) -> int:

@@ -103,6 +103,7 @@ def test_the_simulation_runtime_checks_its_keys() -> None:
 
 @pytest.mark.usefixtures("two_gpus")
 def test_local_ray_workers_inherit_their_accelerator() -> None:
+    # Exactly these keys: no fixed glibc mmap threshold either (fedbench.runtime.heap).
     assert SimulationRuntime(accelerator="cpu")._local_worker_env() == {ACCELERATOR_ENV: "cpu"}
     assert SimulationRuntime()._local_worker_env() == {ACCELERATOR_ENV: "cuda"}
     assert SimulationRuntime(accelerator="cuda:1")._local_worker_env() == {
