@@ -101,13 +101,11 @@ def _resume(tmp: Path, setup: Callable[[Path], None]) -> object:
     return resumed_experiment(folder, _typed(["experiment=smoke", "seed=1"]))  # type: ignore[arg-type]
 
 
-def _partition(n: int, parts: int, scheme: str = "iid", min_size: int = 1) -> Callable:
+def _partition(n: int, parts: int, scheme: str = "iid", **params: object) -> Callable:
     from fedbench.data.partition import partition
 
     labels = np.arange(n) % 10
-    return lambda tmp: partition(
-        labels, parts, scheme=scheme, alpha=0.01, seed=0, min_size=min_size
-    )
+    return lambda tmp: partition(labels, parts, scheme=scheme, seed=0, params=params)
 
 
 def _target(group: str, target: str, **kwargs: object) -> Callable[[Path], object]:
@@ -396,8 +394,8 @@ CASES: tuple[Case, ...] = (
     Case(
         "partition-empty",
         "Dirichlet(0.01) over 12 examples and 6 devices (a device gets none)",
-        _partition(12, 6, "dirichlet", min_size=2),
-        ("partition",),
+        _partition(12, 6, "dirichlet", alpha=0.01, min_partition_size=0),
+        ("data.partition.scheme=dirichlet", "get no examples"),
     ),
     Case(
         "reply-missing",

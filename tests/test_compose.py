@@ -11,6 +11,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
+from fedbench.errors import FedbenchError
 from fedbench.experiment.build import build_algorithm
 from fedbench.experiment.codec import from_json, to_json
 from fedbench.experiment.compose import REQUIRED_GROUPS, experiment_from, resolve
@@ -62,8 +63,17 @@ def test_experiment_composes_validates_and_builds(name: str) -> None:
     [(g, p.stem) for g in GROUPS for p in sorted((conf_dir() / g).glob("*.yaml"))],
 )
 def test_every_group_option_composes_and_validates(group: str, option: str) -> None:
-    experiment = typed([f"{group}={option}"])
+    experiment = typed([f"{group}={option}", *REQUIRED.get(f"{group}={option}", [])])
     assert getattr(experiment, group) is not None
+
+
+# Options with keys a user must give (`???` in their YAML).
+REQUIRED = {"data=hf": ["data.name=some/set", "data.num_classes=3"]}
+
+
+def test_an_option_without_its_required_keys_names_them() -> None:
+    with pytest.raises(FedbenchError, match="data.num_classes"):
+        typed(["data=hf", "data.name=some/set"])
 
 
 def test_daily_densenet_overrides_the_defaults() -> None:

@@ -198,6 +198,27 @@ CASES: tuple[CliCase, ...] = (
         ("CIFAR-10 not found", "data.source.root="),
     ),
     CliCase(
+        "natural-id-fleet",
+        ("data=shakespeare",),
+        ("data.partition.scheme=natural_id", "gives 630 partitions", "+fleet.scale=630"),
+    ),
+    CliCase(
+        "partition-key",
+        ("data.partition.scheme=shard", "data.partition.alpha=0.5"),
+        ("data.partition.alpha=0.5: not a parameter of scheme shard",),
+    ),
+    CliCase(
+        "hf-missing",
+        ("data=hf", "data.name={fx}/no-such-set", "data.num_classes=3"),
+        ("no-such-set",),
+        env=(("HF_DATASETS_OFFLINE", "1"),),
+    ),
+    CliCase(
+        "text-model-on-images",
+        ("model=char_lstm",),
+        ("model input shape (80,)", "data=digits holds images"),
+    ),
+    CliCase(
         "data-root-file",
         ("data=cifar10",),
         ("data.source.root=", "is a file, not a folder", "FEDBENCH_DATA"),

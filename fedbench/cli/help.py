@@ -25,8 +25,8 @@ RESOLVER = "fedbench.help"
 # One line per group of fedbench/conf/config.yaml; tests/cli/test_main_help.py fails
 # when a group in the defaults list has none here.
 GROUP_HELP: dict[str, str] = {
-    "data": "data source, splits and partitioning (data.partition.scheme=iid|dirichlet)",
-    "model": "the network, built with _target_",
+    "data": "data source, splits and partitioning (data.partition.scheme: a flwr-datasets one)",
+    "model": "the network, built with _target_ (default: the one the data is fitted to)",
     "fleet": "the devices: groups of {profile, count}; +fleet.scale=N resizes keeping the mix",
     "strategy": "device selection, one file per strategy in strategies/",
     "scenario": "round schedule and each device's data (daily fine-tuning, plain rounds)",
@@ -82,8 +82,27 @@ def groups(config: dict[str, object] | None = None) -> dict[str, str | None]:
             name = str(name)
             if " " in name or name.startswith(("hydra", "/hydra")):
                 continue  # `override hydra/...`: Hydra's own settings
+            if name == FITTED_GROUP:
+                # data_model: ${data} picks the model group's default (data_model/<data>.yaml).
+                out["model"] = _fitted_model(out.get("data"))
+                continue
             out[name.lstrip("/")] = None if option is None else str(option)
     return out
+
+
+FITTED_GROUP = "data_model"
+
+
+def _fitted_model(data: str | None) -> str | None:
+    """The model the default data set's data_model/<data>.yaml chooses."""
+    path = conf_dir() / FITTED_GROUP / f"{data}.yaml"
+    if data is None or not path.is_file():
+        return None
+    loaded = yaml.safe_load(path.read_text()) or {}
+    for entry in loaded.get("defaults") or []:
+        if isinstance(entry, dict) and "/model@model" in entry:
+            return str(entry["/model@model"])
+    return None
 
 
 def options(group: str) -> list[str]:

@@ -154,6 +154,8 @@ def _prepare(seat: Seat, model: nn.Module, params: TrainParams) -> Prepared:
         model_bytes=sum(p.numel() * p.element_size() for p in model.state_dict().values()),
         now_s=task.now_s,
         state=task.state,
+        input_dtype=experiment.model.torch_dtype,
+        input_high=experiment.model.input_high,
     )
     seed = experiment.seed * 1_000_003 + task.round * 10_007 + task.device_index
     # The memory plan for the device's budget (fedbench.train.round_plan).
@@ -262,6 +264,8 @@ def _step_bytes(prepared: Prepared, model: nn.Module, params: TrainParams) -> in
         min(params.batch_size, len(prepared.data)),
         model_name=job.model_name,
         optimizer=params.optimizer.workload(params.momentum),
+        input_dtype=job.input_dtype,
+        input_high=job.input_high,
     )
     return device_bytes(workload)
 

@@ -45,6 +45,10 @@ class TrainJob:
     # Filled by the training loop when it may re-plan mid-round: which plan ran
     # which steps (the meter costs each part).
     plan_log: PlanLog | None = field(default=None, compare=False)
+    # What one input example holds: token models take int64 ids in [0, input_high),
+    # which the workload measurer must feed them (an embedding cannot take floats).
+    input_dtype: torch.dtype = torch.float32
+    input_high: int | None = None
 
     @property
     def plan_label(self) -> str:

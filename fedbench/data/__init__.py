@@ -10,14 +10,14 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from fedbench.data.partition import SCHEMES, partition
+from fedbench.data.partition import SAMPLED, partition
 from fedbench.data.source import DataSource, Tensors
 from fedbench.data.splits import SplitIndices, Splits, clear_cache, make_splits
 from fedbench.data.stream import Augmentation, DailyStream
 from fedbench.errors import FedbenchError
 
 __all__ = [
-    "SCHEMES",
+    "SAMPLED",
     "Augmentation",
     "DailyStream",
     "DataSource",

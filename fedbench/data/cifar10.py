@@ -27,7 +27,7 @@ from typing import Any, BinaryIO, ClassVar
 import numpy as np
 import torch
 
-from fedbench.data.source import DataSource, Tensors, standardise, to_input_shape
+from fedbench.data.source import DataSource, Tensors, image_shape, standardise, to_input_shape
 from fedbench.errors import FedbenchError
 
 URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
@@ -137,16 +137,17 @@ class Cifar10Source(DataSource):
     def root_path(self) -> Path:
         return Path(os.path.expanduser(self.root)).absolute()
 
-    def load(self, input_shape: tuple[int, int, int]) -> tuple[Tensors, Tensors]:
+    def load(self, input_shape: tuple[int, ...]) -> tuple[Tensors, Tensors]:
+        shape = image_shape(input_shape, self.name)
         folder = self.ensure_files()
         batches = [read_batch(folder / name) for name in TRAIN_FILES]
         train_y = torch.from_numpy(np.concatenate([y for _, y in batches]))
         train_data = np.concatenate([d for d, _ in batches])
         del batches  # the uint8 copies are dead weight next to the float images
-        train_x = _images(train_data, input_shape)
+        train_x = _images(train_data, shape)
         del train_data
         test_data, test_y = read_batch(folder / TEST_FILE)
-        train_x, test_x = standardise(train_x, _images(test_data, input_shape))
+        train_x, test_x = standardise(train_x, _images(test_data, shape))
         return Tensors(train_x, train_y), Tensors(test_x, torch.from_numpy(test_y))
 
     def ensure_files(self) -> Path:

@@ -20,7 +20,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from fedbench.data.source import DataSource, Tensors, standardise, to_input_shape
+from fedbench.data.source import DataSource, Tensors, image_shape, standardise, to_input_shape
 
 # Pixel values in load_digits are counts of set pixels in a 4x4 block: 0..16.
 _MAX_PIXEL = 16.0
@@ -47,9 +47,10 @@ class DigitsSource(DataSource):
     name: ClassVar[str] = "digits"
     num_classes: ClassVar[int] = 10
 
-    def load(self, input_shape: tuple[int, int, int]) -> tuple[Tensors, Tensors]:
+    def load(self, input_shape: tuple[int, ...]) -> tuple[Tensors, Tensors]:
+        shape = image_shape(input_shape, self.name)
         images, labels = read_digits()
-        x = to_input_shape(torch.from_numpy(images / _MAX_PIXEL).unsqueeze(1), input_shape)
+        x = to_input_shape(torch.from_numpy(images / _MAX_PIXEL).unsqueeze(1), shape)
         (x,) = standardise(x)
         y = torch.from_numpy(labels)
-        return Tensors(x, y), Tensors.empty(input_shape)
+        return Tensors(x, y), Tensors.empty(shape)

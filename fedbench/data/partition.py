@@ -1,69 +1,31 @@
-"""Partition the device pool across devices: IID, label-skewed (Dirichlet), or sampled.
+"""Partition the device pool across devices: Flower Datasets' partitioners, or sampled.
 
-- "iid": a seeded shuffle cut into near-equal parts (sizes differ by <= 1).
-- "dirichlet": for every class, proportions p ~ Dir(alpha * 1) over the
-  partitions and the class's examples are cut at those proportions (the
-  scheme of Hsu et al. 2019, used by NIID-Bench and Flower Datasets). Small
-  alpha gives each device few classes; large alpha approaches IID. Draws are
-  repeated until every partition holds at least `min_size` examples.
-- "sampled": for fleets larger than the data (100,000 phones over a pool of
-  a thousand images), each device holds `size` examples drawn without
-  replacement from the whole pool, seeded by (seed, device): devices
-  overlap, as FedScale's clients over a shared data set do. A device's
-  indices are drawn when it is first asked for, so a fleet costs no memory
-  up front.
-
-Schemes are looked up in `SCHEMES`, so adding one is adding a function.
+- Every horizontal partitioner of Flower Datasets (`flwr-datasets`: iid,
+  dirichlet, inner_dirichlet, pathological, shard, natural_id,
+  grouped_natural_id, size, linear, square, exponential, continuous,
+  distribution) is a scheme, drawn by the library itself
+  (`partitioners.draw`); its parameters are keys of `data.partition`.
+  `natural_id` gives one device per owner of the data (a writer, a role, a
+  speaker), so the fleet must have as many devices as the data has owners.
+- "sampled" (fedbench's own: the library has no equivalent) is for fleets
+  larger than the data (100,000 phones over a pool of a thousand images):
+  each device holds `size` examples drawn without replacement from the
+  whole pool, seeded by (seed, device): devices overlap, as FedScale's
+  clients over a shared data set do. A device's indices are drawn when it
+  is first asked for, so a fleet costs no memory up front.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
-from typing import overload
+from collections.abc import Mapping, Sequence
+from typing import Any, overload
 
 import numpy as np
 
-from fedbench.errors import FedbenchError, choices
-
-# Enough redraws for any setting that succeeds with fair probability; when even
-# this many fail, the setting is effectively impossible and the user must act.
-MAX_DRAWS = 1000
-
-
-def _iid(
-    labels: np.ndarray, num_partitions: int, alpha: float, min_size: int, rng: np.random.Generator
-) -> list[np.ndarray]:
-    return list(np.array_split(rng.permutation(labels.size), num_partitions))
-
-
-def _dirichlet_once(
-    labels: np.ndarray, num_partitions: int, alpha: float, rng: np.random.Generator
-) -> list[np.ndarray]:
-    parts: list[list[np.ndarray]] = [[] for _ in range(num_partitions)]
-    for cls in np.unique(labels):
-        members = rng.permutation(np.flatnonzero(labels == cls))
-        shares = rng.dirichlet(np.full(num_partitions, alpha))
-        cuts = (np.cumsum(shares)[:-1] * members.size).astype(np.int64)
-        for part, chunk in zip(parts, np.split(members, cuts), strict=True):
-            part.append(chunk)
-    return [np.concatenate(p) for p in parts]
-
-
-def _dirichlet(
-    labels: np.ndarray, num_partitions: int, alpha: float, min_size: int, rng: np.random.Generator
-) -> list[np.ndarray]:
-    if not alpha > 0:
-        raise FedbenchError(f"data.partition.alpha={alpha}: must be > 0 for the dirichlet scheme")
-    for _ in range(MAX_DRAWS):
-        parts = _dirichlet_once(labels, num_partitions, alpha, rng)
-        if min(p.size for p in parts) >= min_size:
-            return parts
-    raise FedbenchError(
-        f"data.partition.alpha={alpha}: {MAX_DRAWS} Dirichlet draws over {labels.size} examples "
-        f"never gave all {num_partitions} partitions >= {min_size} examples; raise alpha, "
-        f"use fewer devices or use scheme iid"
-    )
+import fedbench.data.partition_cache as partition_cache
+import fedbench.data.partitioners as partitioners
+from fedbench.errors import FedbenchError
 
 
 class SampledPartitions(Sequence[np.ndarray]):
@@ -102,38 +64,57 @@ def sizes(parts: Sequence[np.ndarray]) -> np.ndarray:
     return np.array([len(p) for p in parts], dtype=np.int64)
 
 
-Scheme = Callable[[np.ndarray, int, float, int, np.random.Generator], list[np.ndarray]]
-SCHEMES: dict[str, Scheme] = {"iid": _iid, "dirichlet": _dirichlet}
 SAMPLED = "sampled"
+
+
+def _sampled(n: int, num_partitions: int, size: int | None, seed: int) -> SampledPartitions:
+    if size is None or not 1 <= size <= n:
+        raise FedbenchError(
+            f"data.partition.size={size!r}: the sampled scheme needs 1..{n} examples per "
+            "device (the device pool's size)"
+        )
+    return SampledPartitions(n, num_partitions, size, seed)
 
 
 def partition(
     labels: np.ndarray,
     num_partitions: int,
     scheme: str,
-    alpha: float,
     seed: int,
-    min_size: int = 1,
+    params: Mapping[str, Any] | None = None,
+    ids: np.ndarray | None = None,
     size: int | None = None,
 ) -> Sequence[np.ndarray]:
-    """Index arrays (sorted, int64) into `labels`, one per partition.
+    """Index arrays (sorted, int64) into the pool's `labels`, one per device.
 
-    iid and dirichlet partitions are disjoint and cover the pool; sampled
-    ones (`size` examples each) overlap. `alpha` is used by "dirichlet" only.
-    Seeded: the same arguments give the same partitions in any process.
+    Parameters
+    ----------
+    labels:
+        The device pool's labels, one per example.
+    num_partitions:
+        Devices in the fleet.
+    scheme:
+        A Flower Datasets partitioner's scheme name, or "sampled".
+    seed:
+        The experiment's seed: the same arguments give the same partitions in
+        any process.
+    params:
+        The scheme's parameters (`data.partition` less `scheme` and `size`);
+        None values mean the library's defaults.
+    ids:
+        Each example's natural owner, for the natural_id schemes; None when
+        the data has no owners.
+    size:
+        "sampled" only: the examples each device holds.
     """
     labels = np.asarray(labels)
     n = int(labels.size)
     if scheme == SAMPLED:
-        if size is None or not 1 <= size <= n:
-            raise FedbenchError(
-                f"data.partition.size={size!r}: the sampled scheme needs 1..{n} examples per "
-                "device (the device pool's size)"
-            )
-        return SampledPartitions(n, num_partitions, size, seed)
-    if scheme not in SCHEMES:
+        return _sampled(n, num_partitions, size, seed)
+    if size is not None:
         raise FedbenchError(
-            f"data.partition.scheme={scheme!r}: unknown (valid: {choices([*SCHEMES, SAMPLED])})"
+            f"data.partition.size={size}: the sampled scheme's parameter, not {scheme}'s; "
+            "set it to null"
         )
     if not 1 <= num_partitions <= n:
         raise FedbenchError(
@@ -142,12 +123,26 @@ def partition(
             "data.partition.scheme=sampled (each device holds data.partition.size examples "
             "drawn from the pool)"
         )
-    if min_size < 1 or num_partitions * min_size > n:
+    owners = None if ids is None else np.asarray(ids)
+    settings = dict(params or {})
+    parts = partition_cache.cached(
+        partition_cache.key(labels, owners, num_partitions, scheme, settings, seed),
+        num_partitions,
+        n,
+        lambda: partitioners.draw(
+            labels, owners, num_partitions, scheme, settings, seed, extra=(SAMPLED,)
+        ),
+    )
+    _check_none_empty(parts, scheme, n)
+    return parts
+
+
+def _check_none_empty(parts: Sequence[np.ndarray], scheme: str, pool_size: int) -> None:
+    """A device without examples has nothing to stream: refused, not run."""
+    empty = [i for i, p in enumerate(parts) if p.size == 0]
+    if empty:
         raise FedbenchError(
-            f"min_size={min_size} with num_partitions={num_partitions}: needs "
-            f"{num_partitions * max(min_size, 1)} examples, the device pool has {n} "
-            f"(min_size must be >= 1)"
+            f"data.partition.scheme={scheme}: {len(empty)} of {len(parts)} devices get no "
+            f"examples of the {pool_size} in the pool (device {empty[0]} first); use fewer "
+            "devices or parameters that spread the data more evenly"
         )
-    rng = np.random.default_rng(seed)
-    parts = SCHEMES[scheme](labels, num_partitions, alpha, min_size, rng)
-    return [np.sort(p).astype(np.int64) for p in parts]

@@ -123,7 +123,7 @@ def clear_cache() -> None:
 @lru_cache(maxsize=4)
 def _make_splits(
     source: DataSource,
-    input_shape: tuple[int, int, int],
+    input_shape: tuple[int, ...],
     seed: int,
     server_fraction: float,
     test_fraction: float,

@@ -120,10 +120,11 @@ class DailyStream:
     def day(self, d: int) -> Tensors:
         """The `samples_per_day` examples collected on day `d` (d >= 1)."""
         drawn = self.pool.subset(self.base_indices(d))
-        if not self.augment:
+        # Shifts and rotations mean something for images only (not tokens or spectrograms).
+        if not (self.augment and drawn.is_image):
             return drawn
         rng = np.random.default_rng([self.seed, self._key, _AUGMENT_STREAM, d])
-        return Tensors(augment_images(drawn.x, self.augmentation, rng), drawn.y)
+        return drawn.with_x(augment_images(drawn.x, self.augmentation, rng))
 
     def replay(self, d: int, buffer_days: int) -> Tensors:
         """Days max(1, d - buffer_days) .. d - 1 concatenated (empty on day 1)."""
@@ -131,7 +132,7 @@ class DailyStream:
         if buffer_days < 0:
             raise ValueError(f"buffer_days={buffer_days}: must be >= 0")
         days = range(max(1, d - buffer_days), d)
-        return Tensors.concat([self.day(k) for k in days], self.pool.shape)
+        return Tensors.concat([self.day(k) for k in days], self.pool.shape, self.pool.x.dtype)
 
 
 def _check_day(d: int) -> None:

@@ -186,6 +186,8 @@ class EmulatedMeter(Meter):
                 plan=step_plan.name(bs),
                 checkpoint_segments=step_plan.checkpoint_segments,
                 microbatches=step_plan.microbatches,
+                input_dtype=job.input_dtype,
+                input_high=job.input_high,
             )
             out.append((w, n))
         return out

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import torch
+
 from fedbench.devices.faults import FaultModel, fault_models
 from fedbench.devices.knobs import Knobs
 from fedbench.errors import FedbenchError
@@ -32,9 +34,55 @@ MAX_SEED = 2**32 - 1
 
 @dataclass(frozen=True)
 class PartitionConfig:
-    scheme: Literal["iid", "dirichlet", "sampled"] = "iid"
-    alpha: float = check(0.5, gt=0.0, le=1e6)  # dirichlet only: smaller = more label skew
+    """fedbench/conf/data/partition: a Flower Datasets partitioner, or fedbench's `sampled`.
+
+    Every key but `scheme` and `size` is a constructor parameter of one of
+    flwr-datasets' partitioners (fedbench.data.partitioners), null meaning
+    the library's default; which keys a scheme takes is read from its class
+    when the partitions are drawn, so a key the chosen scheme does not take
+    is refused there. Sequences are held as tuples (hashable: the data
+    context is cached by config).
+    """
+
+    scheme: str = "iid"
     size: int | None = check(None, ge=1)  # sampled only: examples each device holds
+    partition_by: str | None = None  # label, or natural_id (the data's owners)
+    alpha: Any = None  # dirichlet, inner_dirichlet: a float or one per class
+    min_partition_size: int | None = None  # dirichlet
+    self_balancing: bool | None = None  # dirichlet
+    num_classes_per_partition: int | None = None  # pathological
+    class_assignment_mode: str | None = None  # pathological
+    num_shards_per_partition: int | None = None  # shard
+    shard_size: int | None = None  # shard
+    keep_incomplete_shard: bool | None = None  # shard
+    group_size: int | None = None  # grouped_natural_id
+    mode: str | None = None  # grouped_natural_id
+    sort_unique_ids: bool | None = None  # grouped_natural_id
+    partition_sizes: Any = None  # size, inner_dirichlet: examples per device
+    strictness: float | None = None  # continuous
+    distribution_array: Any = None  # distribution
+    num_unique_labels_per_partition: int | None = None  # distribution
+    preassigned_num_samples_per_label: int | None = None  # distribution
+    rescale: bool | None = None  # distribution
+    shuffle: bool | None = None  # most label-based schemes
+
+    def __post_init__(self) -> None:
+        for name in ("alpha", "partition_sizes", "distribution_array"):
+            value = getattr(self, name)
+            if isinstance(value, list | tuple):
+                object.__setattr__(self, name, _frozen(value))
+
+    def params(self) -> dict[str, Any]:
+        """The partitioner's parameters: every key but scheme and size, nulls left out."""
+        plain = {k: v for k, v in dump(self).items() if k not in ("scheme", "size")}
+        return {k: v for k, v in plain.items() if v is not None}
+
+
+def _frozen(value: Any) -> Any:
+    """Lists (nested for distribution_array) as tuples."""
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    return value
 
 
 @dataclass(frozen=True)
@@ -65,6 +113,11 @@ class ModelConfig:
             raise FedbenchError(
                 f"model.input_shape={list(self.input_shape)}: positive sizes, e.g. [3, 32, 32]"
             )
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        """`input_dtype` as a torch dtype (what the workload measurer feeds the model)."""
+        return torch.int64 if self.input_dtype == "int64" else torch.float32
 
     def to_plain(self) -> dict[str, Any]:
         """The model config as the zoo's registry reads it (fedbench.models)."""

@@ -23,7 +23,7 @@ from torch import nn
 from fedbench.paths import cache_dir
 
 # Bump when the measurement changes, so stale files are not read back.
-MEASUREMENT_VERSION = 11  # 4: per-call table; 9: pooling windows; 11: op, taps
+MEASUREMENT_VERSION = 12  # 4: per-call table; 9: pooling windows; 11: op, taps; 12: RNN, embedding
 
 
 def model_fingerprint(model: nn.Module) -> str:

@@ -10,14 +10,23 @@ FLOPs and bytes moved. Classification table:
 | "dense"       | ops with a formula in torch.utils.flop_counter: convolution and |
 |               | convolution_backward with groups == 1 or groups < in_channels,  |
 |               | mm, addmm, bmm, baddbmm, scaled-dot-product attention (+ bwd,   |
-|               | including the CPU flash-attention kernels)                      |
+|               | including the CPU flash-attention kernels), oneDNN's fused RNN  |
+|               | layer (mkldnn_rnn_layer + bwd: nn.LSTM / nn.GRU on x86 CPUs)    |
 | "depthwise"   | convolution / convolution_backward with groups == in_channels>1 |
 | "movement"    | _MOVEMENT below: cat, stack, clone/copy, index/gather/scatter,  |
 |               | pads, *_backward of slicing, fills and zeros, view_copy ops     |
 | "elementwise" | everything else: batch/layer/group norm, activations, pooling,  |
-|               | add/mul/div, softmax, losses, reductions, optimizer arithmetic  |
-| (free)        | views and metadata (is_view: view, t, expand, detach, ...) and  |
+|               | add/mul/div, softmax, losses, reductions, optimizer arithmetic, |
+|               | embedding_dense_backward (it adds gradient rows into the table) |
+| (free)        | views and metadata (is_view: view, t, expand, detach, ...),     |
+|               | unsafe_split/unsafe_chunk (views autograd does not track) and   |
 |               | allocation without writes (empty*, lift_fresh, .item())         |
+
+An op the table does not know (not pointwise-tagged, not in the known
+elementwise families below, or outside the aten namespace, e.g. a custom
+or fused kernel) is charged as elementwise - never as free - and warned
+about once per process in one line (UncostedOpWarning): a fused kernel's
+hidden GEMMs would otherwise go unseen.
 
 Costs:
 - FLOPs of dense/depthwise ops come from torch.utils.flop_counter's
@@ -32,6 +41,10 @@ Costs:
   FLOP per window tap of every output: a 7x7 stride-1 average pool reads
   49 inputs per output, not one (_WINDOWED). A max pool's backward only
   scatters each gradient to its argmax, so it keeps the elements rule.
+- A fused RNN layer is charged its GEMMs: 2 x steps x batch x gates x
+  hidden x (inputs + hidden) forward, twice that backward (the input and
+  weight gradients), plus _RNN_GATE_FLOPS per gate element; its narrowest
+  GEMM dimension is the batch (the per-step hidden GEMM).
 - Movement ops do no arithmetic (0 FLOPs).
 - Bytes are a roofline proxy: bytes of every tensor read (inputs) plus every
   tensor written (outputs and arguments the schema marks as mutated, once
@@ -42,6 +55,7 @@ Costs:
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -63,8 +77,8 @@ _MOVEMENT: frozenset[str] = frozenset(
         "cat", "stack", "clone", "copy", "copy_", "_to_copy", "_copy_from",
         "contiguous", "index", "index_select", "gather", "scatter", "scatter_add",
         "scatter_add_", "scatter_", "index_put", "index_put_", "_unsafe_index",
-        "_index_put_impl_", "index_add", "index_add_", "embedding",
-        "embedding_dense_backward", "constant_pad_nd", "reflection_pad1d",
+        "_index_put_impl_", "index_add", "index_add_", "embedding", "constant_pad_nd",
+        "reflection_pad1d",
         "reflection_pad2d", "reflection_pad3d", "replication_pad1d",
         "replication_pad2d", "replication_pad3d", "reflection_pad2d_backward",
         "replication_pad2d_backward", "slice_backward", "select_backward",
@@ -87,6 +101,7 @@ _FREE: frozenset[str] = frozenset(
         "transpose_", "t_", "as_strided_", "swapdims_", "swapaxes_",
         "_record_function_enter_new", "_record_function_exit", "sym_size",
         "sym_stride", "sym_numel", "sym_storage_offset",
+        "unsafe_split", "unsafe_split_with_sizes", "unsafe_chunk",
     }
 )  # fmt: skip
 
@@ -133,6 +148,53 @@ _WINDOWED: dict[str, tuple[int, int | None]] = {
     "avg_pool2d_backward": (2, 0),
     "avg_pool3d_backward": (2, 0),
 }
+
+# Elementwise-class ops without torch's pointwise tag that the table knows
+# (reductions, losses, normalisations, softmax, activations' gradients,
+# random fills, pools): any other op reaching the elementwise fallback is
+# warned about (UncostedOpWarning). Pools are matched by name ("pool").
+_KNOWN_ELEMENTWISE: frozenset[str] = frozenset(
+    {
+        "sum", "mean", "amax", "amin", "max", "min", "var", "std", "var_mean",
+        "std_mean", "prod", "norm", "linalg_vector_norm", "argmax", "argmin", "cumsum",
+        "logsumexp", "all", "any", "nll_loss_forward", "nll_loss_backward",
+        "nll_loss2d_forward", "nll_loss2d_backward", "mse_loss", "mse_loss_backward",
+        "binary_cross_entropy", "binary_cross_entropy_backward",
+        "binary_cross_entropy_with_logits", "smooth_l1_loss", "smooth_l1_loss_backward",
+        "huber_loss", "huber_loss_backward", "_softmax", "_log_softmax",
+        "_softmax_backward_data", "_log_softmax_backward_data", "bernoulli", "bernoulli_",
+        "rand", "randn", "randint", "rand_like", "randn_like", "normal", "normal_",
+        "uniform_", "native_dropout", "native_dropout_backward", "hardswish",
+        "hardswish_", "hardswish_backward", "hardsigmoid", "hardsigmoid_",
+        "hardsigmoid_backward", "hardtanh", "hardtanh_", "hardtanh_backward",
+        "leaky_relu_backward", "elu_backward", "softplus_backward", "gelu_backward",
+        "silu_backward", "embedding_dense_backward", "where", "masked_fill",
+        "masked_fill_", "clamp", "clamp_", "native_batch_norm",
+        "native_batch_norm_backward", "_native_batch_norm_legit",
+        "_native_batch_norm_legit_functional", "_native_batch_norm_legit_no_training",
+        "native_layer_norm", "native_layer_norm_backward", "native_group_norm",
+        "native_group_norm_backward",
+    }
+)  # fmt: skip
+
+# Namespaces whose ops do no work of the model (profiler markers).
+_FREE_NAMESPACES: frozenset[str] = frozenset({"profiler"})
+
+# oneDNN's fused RNN layer (nn.LSTM / nn.GRU on an x86 CPU): op name ->
+# indices of (input, w_ih, w_hh, hx) and how many GEMM passes it runs
+# (forward 1; backward 2: the input and the weight gradients).
+_RNN_LAYERS: dict[str, tuple[int, int, int, int, int]] = {
+    "mkldnn_rnn_layer": (0, 1, 2, 5, 1),
+    "mkldnn_rnn_layer_backward": (0, 1, 2, 5, 2),
+}
+# Gate arithmetic per gate element and pass: a sigmoid or tanh (4, as
+# _FLOPS_PER_ELEMENT) and the cell update's multiply-adds.
+_RNN_GATE_FLOPS = 6.0
+
+
+class UncostedOpWarning(UserWarning):
+    """An op the cost table does not know was charged by the elementwise fallback."""
+
 
 _CONV_OPS: dict[str, tuple[int, int]] = {
     # op name -> (index of the conv input tensor, index of `groups`)
@@ -290,17 +352,64 @@ _CPU_ATTENTION = (
 )
 
 
+def _rnn_dims(name: str, args: tuple[Any, ...]) -> tuple[int, int, int, int, int]:
+    """(rows = steps x batch, gate rows, inputs, hidden, batch) of a fused RNN layer call.
+
+    Read from the weights' shapes (w_ih: gates x hidden by inputs, w_hh: by
+    hidden), so LSTM (4 gates) and GRU (3) need no mode table.
+    """
+    x_i, ih_i, hh_i, hx_i, _ = _RNN_LAYERS[name]
+    w_ih, w_hh, hx = args[ih_i], args[hh_i], args[hx_i]
+    gates, inputs, hidden = int(w_ih.shape[0]), int(w_ih.shape[1]), int(w_hh.shape[1])
+    rows = args[x_i].numel() // max(1, inputs)
+    return rows, gates, inputs, hidden, hx.numel() // max(1, hidden)
+
+
+def _rnn_flops(name: str, args: tuple[Any, ...]) -> float:
+    """GEMM and gate FLOPs of a fused RNN layer call (module docstring)."""
+    rows, gates, inputs, hidden, _ = _rnn_dims(name, args)
+    passes = _RNN_LAYERS[name][4]
+    gemm = 2.0 * rows * gates * (inputs + hidden)
+    return passes * (gemm + _RNN_GATE_FLOPS * rows * gates)
+
+
+def _known_elementwise(func: torch._ops.OpOverload) -> bool:
+    """Whether the elementwise fallback's rule (FLOPs per element touched) fits `func`."""
+    name = func._overloadpacket.__name__
+    return func.namespace == "aten" and (
+        torch.Tag.pointwise in func.tags
+        or name in _KNOWN_ELEMENTWISE
+        or name in _FLOPS_PER_ELEMENT
+        or name.startswith("_foreach_")
+        or "pool" in name
+    )
+
+
+def _warn_uncosted(func: torch._ops.OpOverload) -> None:
+    """One line, once per op and process (the warnings registry), for an op without a rule."""
+    warnings.warn(
+        f"fedbench.measure: no cost rule for {func.name()}; charged as elementwise "
+        "(1 FLOP per element touched, plus its bytes), so any GEMM it fuses is undercounted",
+        UncostedOpWarning,
+        stacklevel=2,
+    )
+
+
 def classify(func: torch._ops.OpOverload, args: tuple[Any, ...]) -> str | None:
     """The op class of one call (None = free); see the module table."""
     name = func._overloadpacket.__name__
-    if func.namespace != "aten" or func.is_view or name in _FREE:
+    if func.namespace in _FREE_NAMESPACES or func.is_view or name in _FREE:
         return None
+    if func.namespace != "aten":
+        return "elementwise"  # a custom kernel: warned about by `charge`
     if name in _CONV_OPS:
         x_index, groups_index = _CONV_OPS[name]
         groups = int(args[groups_index])
         channels = int(args[x_index].shape[1])
         return "depthwise" if 1 < groups == channels else "dense"
     if func._overloadpacket in flop_registry or func._overloadpacket in _CPU_ATTENTION:
+        return "dense"
+    if name in _RNN_LAYERS:
         return "dense"
     if name in _MOVEMENT or torch.Tag.view_copy in func.tags:
         return "movement"
@@ -354,6 +463,10 @@ def _pixels(t: torch.Tensor) -> int:
 
 
 def _matmul_narrow(func: torch._ops.OpOverload, args: tuple[Any, ...]) -> float:
+    name = func._overloadpacket.__name__
+    if name in _RNN_LAYERS:  # the per-step hidden GEMM: batch x hidden by gates x hidden
+        _, gates, _, hidden, batch = _rnn_dims(name, args)
+        return float(min(batch, hidden, gates))
     mats = [t for t in args if isinstance(t, torch.Tensor) and t.dim() >= 2]
     if func._overloadpacket in (aten.mm, aten.bmm) and len(mats) >= 2:
         a, b = mats[0], mats[1]
@@ -463,6 +576,8 @@ def charge(
         flops = _conv_backward_flops(args)
     elif func._overloadpacket in _CPU_ATTENTION:
         flops = _cpu_attention_flops(func, args)
+    elif func._overloadpacket.__name__ in _RNN_LAYERS:
+        flops = _rnn_flops(func._overloadpacket.__name__, args)
     elif op_class in ("dense", "depthwise"):
         formula = flop_registry[func._overloadpacket]
         flops = float(formula(*args, **kwargs, out_val=out))
@@ -471,6 +586,8 @@ def charge(
     elif func._overloadpacket.__name__ in _WINDOWED:
         flops = _window_flops(func._overloadpacket.__name__, args, out)
     else:
+        if not _known_elementwise(func):
+            _warn_uncosted(func)
         touched = _elements_touched(func, reads, writes)
         flops = _FLOPS_PER_ELEMENT.get(func._overloadpacket.__name__, 1.0) * touched
     outputs = float(sum(t.numel() for t in writes))

@@ -47,12 +47,14 @@ def _build(
         server_fraction=data.server_fraction,
         test_fraction=data.test_fraction,
     )
+    pool = splits.pool
     parts = partition(
-        splits.pool.y.numpy(),
+        pool.y.numpy(),
         num_devices,
         scheme=data.partition.scheme,
-        alpha=data.partition.alpha,
         seed=seed,
+        params=data.partition.params(),
+        ids=None if pool.ids is None else pool.ids.numpy(),
         size=data.partition.size,
     )
     return DataContext(splits, parts, sizes(parts), data.num_classes, data.augment, seed)

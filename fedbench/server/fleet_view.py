@@ -104,6 +104,8 @@ class FleetView:
                 model_bytes,
                 0.0,
                 None,
+                input_dtype=experiment.model.torch_dtype,
+                input_high=experiment.model.input_high,
             )
             meter = self.meters[name]
             # The plan the device will run (train.memory_planner), so a device

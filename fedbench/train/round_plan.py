@@ -106,6 +106,8 @@ def plan_round(
             mb * share,
             model_name=job.model_name,
             optimizer=meter.optimizer,
+            input_dtype=job.input_dtype,
+            input_high=job.input_high,
             time_fn=time_fn,
             holds_fn=holds_fn,
             resident_fn=resident_fn,

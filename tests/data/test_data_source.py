@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from fedbench.data.source import Tensors, check_input_shape, standardise, to_input_shape
+from fedbench.data.source import (
+    Tensors,
+    check_input_shape,
+    image_shape,
+    standardise,
+    to_input_shape,
+)
 from fedbench.errors import FedbenchError
 
 
@@ -18,10 +24,22 @@ def test_tensors_validates_dtypes_and_lengths() -> None:
         Tensors(torch.zeros(2, 1, 4, 4, dtype=torch.float64), torch.zeros(2, dtype=torch.int64))
     with pytest.raises(ValueError, match="int64"):
         Tensors(torch.zeros(2, 1, 4, 4), torch.zeros(2, dtype=torch.int32))
-    with pytest.raises(ValueError, match="3 labels"):
+    with pytest.raises(ValueError, match="2 examples but y has 3"):
         Tensors(torch.zeros(2, 1, 4, 4), torch.zeros(3, dtype=torch.int64))
     with pytest.raises(ValueError, match="N, C, H, W"):
         Tensors(torch.zeros(2, 16), torch.zeros(2, dtype=torch.int64))
+    with pytest.raises(ValueError, match="2 examples but ids has 1"):
+        Tensors(
+            torch.zeros(2, 16, dtype=torch.int64),
+            torch.zeros(2, dtype=torch.int64),
+            torch.zeros(1, dtype=torch.int64),
+        )
+    tokens = Tensors(
+        torch.zeros(3, 16, dtype=torch.int64), torch.zeros(3, dtype=torch.int64), torch.arange(3)
+    )
+    assert tokens.shape == (16,) and not tokens.is_image
+    assert tokens.subset([2, 0]).ids.tolist() == [2, 0]  # owners travel with their examples
+    assert Tensors.concat([tokens, tokens], (16,), torch.int64).ids.tolist() == [0, 1, 2] * 2
 
 
 def test_subset_keeps_order_and_copies() -> None:
@@ -83,7 +101,8 @@ def test_standardise_uses_train_statistics_for_all() -> None:
 
 def test_check_input_shape() -> None:
     assert check_input_shape([3, 32, 32]) == (3, 32, 32)
-    with pytest.raises(FedbenchError, match="channels, height, width"):
-        check_input_shape((32, 32))
-    with pytest.raises(FedbenchError):
+    assert check_input_shape([80]) == (80,)  # a token model's sequence length
+    with pytest.raises(FedbenchError, match="positive sizes"):
         check_input_shape((0, 32, 32))
+    with pytest.raises(FedbenchError, match="data=digits holds images.*text data set"):
+        image_shape((80,), "digits")
