@@ -50,6 +50,20 @@ def title(run: Run, what: str) -> str:
     return f"{run.experiment} ({who}, seed {run.seed}): {what}"
 
 
+def wilson_interval(p: float, n: float, z: float = 1.96) -> tuple[float, float]:
+    """Wilson's score interval of an accuracy `p` over `n` test examples (95% by default).
+
+    An accuracy is a binomial proportion; Wilson's interval stays inside [0, 1]
+    and is honest near 0 and 1, where p +- z*sqrt(p(1-p)/n) is not. NaN when
+    `n` is unknown.
+    """
+    if not (n >= 1 and 0.0 <= p <= 1.0):
+        return (math.nan, math.nan)
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (centre - half, centre + half)
+
+
 def accuracy(run: Run) -> Figure | str:
     """Test accuracy after each day (daily) or evaluated round."""
     if not run.evaluations:
@@ -58,6 +72,18 @@ def accuracy(run: Run) -> Figure | str:
     ax = fig.subplots()
     steps = [e.day if run.by_day else e.round for e in run.evaluations]
     acc = [100 * e.accuracy for e in run.evaluations]
+    band = [wilson_interval(e.accuracy, e.examples) for e in run.evaluations]
+    if all(np.isfinite(b).all() for b in band):
+        n = int(run.evaluations[-1].examples)
+        ax.fill_between(
+            steps,
+            [100 * lo for lo, _ in band],
+            [100 * hi for _, hi in band],
+            color="#0072b2",
+            alpha=0.15,
+            linewidth=0,
+            label=f"binomial 95% interval ({n} test examples)",
+        )
     ax.plot(steps, acc, marker="o", color="#0072b2", label="test accuracy")
     first = run.evaluations[0]
     if first.round == 0:

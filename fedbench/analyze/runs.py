@@ -89,6 +89,7 @@ class Evaluation:
     energy_j: float  # summed report energy up to and including `round` (NaN: none measured)
     clock_s: float  # the run's virtual clock (daily: includes the nights)
     loss: float = math.nan
+    examples: float = math.nan  # test examples behind `accuracy` (NaN: not recorded)
 
 
 @dataclass(frozen=True)
@@ -381,6 +382,7 @@ def load_run(path: Path) -> Run:
                 energy_j=float(energy_j[r]) if energy_seen[r] or r == 0 else math.nan,
                 clock_s=_number(day.get("virtual_time_s")),
                 loss=_number(day.get("loss")),
+                examples=_number(day.get("examples")),
             )
         )
     strategy = dict(config.get("strategy") or {})

@@ -38,6 +38,8 @@ class DayResult:
     host_wall_s: float  # since the run started
     # Host seconds of the round's send, train, receive and aggregate (NaN: no round, day 0).
     round_wall_s: float = math.nan
+    # Test examples the accuracy was measured on (NaN: unknown, e.g. an app's evaluate_fn).
+    examples: float = math.nan
 
 
 class RunWriter:

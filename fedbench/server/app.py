@@ -51,7 +51,13 @@ from fedbench.server.apps import ServerSide, server_side
 from fedbench.server.close.base import build_close
 from fedbench.server.defense import Defense
 from fedbench.server.endings import COMPLETED, Ending, UpdateWatch, ending_of
-from fedbench.server.evaluation import Evaluator, accuracy_of, accuracy_per_rate, loss_of
+from fedbench.server.evaluation import (
+    Evaluator,
+    accuracy_of,
+    accuracy_per_rate,
+    examples_of,
+    loss_of,
+)
 from fedbench.server.fleet_strategy import FleetStrategy, check_minimums
 from fedbench.server.fleet_view import FleetView
 from fedbench.server.hooks import (
@@ -270,7 +276,8 @@ def _start(side: ServerSide, evaluator: Evaluator, writer: RunWriter, run: Run) 
     first = evaluator(0, arrays)
     accuracy = accuracy_of(first)
     wall = time.perf_counter() - run.wall_start
-    writer.day(DayResult(0, 0, accuracy, loss_of(first), 0.0, wall), accuracy_per_rate(first))
+    result = DayResult(0, 0, accuracy, loss_of(first), 0.0, wall, examples=examples_of(first))
+    writer.day(result, accuracy_per_rate(first))
     shown = f"accuracy {100 * accuracy:.2f}%" if not math.isnan(accuracy) else "not evaluated"
     progress(f"{run.unit} 0: {shown} (initial model: {how})")
     return LoopState(0, 0.0, 0, arrays)

@@ -31,6 +31,7 @@ from fedbench.train.loop import evaluate
 
 ACCURACY_KEYS: tuple[str, ...] = ("accuracy", "eval_acc", "eval_accuracy", "acc", "test_acc")
 ACCURACY_AT = "accuracy@r"  # + a width rate: a submodel's accuracy (fedbench.server.submodels)
+EXAMPLES_KEY = "num_examples"  # Flower's name for it in an evaluation's MetricRecord
 LOSS_KEYS: tuple[str, ...] = ("loss", "eval_loss", "test_loss", "centralized_loss")
 
 
@@ -56,7 +57,8 @@ class TestSplitEvaluation(Evaluator):
         self.model.load_state_dict(arrays.to_torch_state_dict())
         with fixed_threads(self.threads):
             loss, accuracy = evaluate(self.model, self.test)
-        return {"accuracy": accuracy, "loss": loss}
+        # The split's size bounds what a change in accuracy can mean (binomial error).
+        return {"accuracy": accuracy, "loss": loss, EXAMPLES_KEY: float(len(self.test))}
 
 
 class AppEvaluation(Evaluator):
@@ -113,3 +115,8 @@ def accuracy_per_rate(metrics: Mapping[str, float]) -> dict[str, float]:
 
 def loss_of(metrics: Mapping[str, float]) -> float:
     return next((metrics[k] for k in LOSS_KEYS if k in metrics), math.nan)
+
+
+def examples_of(metrics: Mapping[str, float]) -> float:
+    """How many test examples the accuracy was measured on (NaN: the evaluator did not say)."""
+    return float(metrics.get(EXAMPLES_KEY, math.nan))

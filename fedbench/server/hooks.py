@@ -40,7 +40,7 @@ from fedbench.report.server_rounds import ServerRound
 from fedbench.report.writer import DayResult
 from fedbench.scenarios.base import RoundSpec
 from fedbench.server import checkpoint
-from fedbench.server.evaluation import accuracy_of, accuracy_per_rate, loss_of
+from fedbench.server.evaluation import accuracy_of, accuracy_per_rate, examples_of, loss_of
 from fedbench.server.fleet_view import FleetView
 from fedbench.server.run import Availability, LoopState, RoundOutcome, Run, ServerHook
 
@@ -114,6 +114,7 @@ class RecordHook(ServerHook):
                     state.now_s,
                     time.perf_counter() - self.wall_start,
                     outcome.host_round_s,
+                    examples_of(outcome.evaluation),
                 ),
                 accuracy_per_rate(outcome.evaluation),  # a submodel algorithm's widths
             )

@@ -361,3 +361,35 @@ def test_a_fedavg_run_says_why_it_has_no_per_rate_figure(
     written = analyse(run)
     assert "accuracy_per_rate.png" not in {p.name for p in written}
     assert f"not drawn: accuracy_per_rate ({reason})" in capsys.readouterr().out
+
+
+def test_wilson_interval_of_an_accuracy() -> None:
+    from fedbench.analyze.figures_run import wilson_interval
+
+    lo, hi = wilson_interval(0.5, 100)
+    assert (round(lo, 3), round(hi, 3)) == (0.404, 0.596)
+    lo, hi = wilson_interval(1.0, 20)  # stays inside [0, 1], unlike p +- z*se
+    assert hi == pytest.approx(1.0) and 0.8 < lo < 0.85
+    assert all(math.isnan(v) for v in wilson_interval(0.9, math.nan))
+
+
+def test_the_accuracy_figure_draws_the_binomial_interval_when_the_split_is_known(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    from fedbench.analyze.figures_run import accuracy
+
+    folder = make_folder(tmp_path / "r", emulated_rounds(), ACCURACY)
+    plain = accuracy(load_run(folder))
+    assert isinstance(plain, Figure) and not plain.axes[0].collections  # unknown n: no band
+    summary = json.loads((folder / "summary.json").read_text())
+    for day in summary["days"]:
+        day["examples"] = 539
+    (folder / "summary.json").write_text(json.dumps(summary))
+    run = load_run(folder)
+    assert {e.examples for e in run.evaluations} == {539}
+    figure = accuracy(run)
+    assert isinstance(figure, Figure)
+    (band,) = figure.axes[0].collections
+    assert "binomial 95% interval (539 test examples)" in band.get_label()
