@@ -1,0 +1,1 @@
+"""Conformance suite: real Flower apps and their reference metrics under plain Flower."""

@@ -1,0 +1,1 @@
+"""Conformance app: Message-API FedAvg with centralized and federated evaluation."""

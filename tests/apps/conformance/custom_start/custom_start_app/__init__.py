@@ -1,0 +1,1 @@
+"""Conformance app: a FedAvg subclass that overrides start() (lr schedule, results.json)."""

@@ -1,0 +1,1 @@
+"""Conformance app: legacy `ServerApp(server_fn=...)` and a NumPyClient `client_fn`."""

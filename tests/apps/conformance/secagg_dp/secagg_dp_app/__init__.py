@@ -1,0 +1,1 @@
+"""Conformance app: SecAgg+ workflow with client-side fixed-clipping central DP."""

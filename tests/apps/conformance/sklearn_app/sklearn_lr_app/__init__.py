@@ -1,0 +1,1 @@
+"""Conformance app: scikit-learn LogisticRegression, parameters exchanged as NumPy arrays."""

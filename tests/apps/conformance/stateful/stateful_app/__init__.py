@@ -1,0 +1,1 @@
+"""Conformance app: per-client state kept in context.state across rounds."""
