@@ -62,6 +62,7 @@ SKIP_TEXT: tuple[tuple[str, str], ...] = (
     ),
     ("fleet.population.trace.", "reads the user's own measured trace files (traces/ is theirs)"),
     ("runtime.ray_address=", "connects to an existing Ray cluster (ray start, above it)"),
+    ("data=cifar10", "downloads CIFAR-10 (170 MB); tests/data/test_cifar10.py reads fakes"),
     ("data=femnist", "reads FEMNIST's files (a download); tests/data/test_femnist.py runs it"),
     ("data=speech_commands", "reads Speech Commands' files; tests/data/test_speech_commands.py"),
     ("data=hf", "reads a Hugging Face set (hub or local files); tests/data/test_hf_source.py"),
