@@ -118,6 +118,8 @@ def _devices(raw: str) -> list[str]:
 
 def workload_of(args: dict[str, str], profile: DeviceProfile | None = None) -> Workload:
     """The workload under `plan=` (default full); `plan=auto` plans for `profile`'s budget."""
+    import torch
+
     from fedbench.models import build_model, input_spec, model_names  # torch-heavy
 
     name = args["model"]
@@ -129,6 +131,7 @@ def workload_of(args: dict[str, str], profile: DeviceProfile | None = None) -> W
     spec = input_spec(name)
     input_shape = _input_shape(args.get("input"), tuple(shape))
     batch = _positive_int(args, "batch_size", 1)
+    check_batch_fits(name, input_shape, batch, spec.dtype)
     try:
         plan = _plan(args, model, input_shape, batch, profile, spec)
         return measure_workload(
@@ -147,10 +150,41 @@ def workload_of(args: dict[str, str], profile: DeviceProfile | None = None) -> W
         )
     except RuntimeError as exc:  # torch refusing the shapes: the user's input= does not fit
         first = str(exc).splitlines()[0]
+        if isinstance(exc, torch.OutOfMemoryError) or "can't allocate memory" in first:
+            raise FedbenchError(
+                f"batch_size={batch}: this host ran out of memory measuring one training step "
+                f"of {name} at input={'x'.join(map(str, input_shape))} ({first[-80:]}); "
+                "choose a smaller batch_size"
+            ) from None
         raise FedbenchError(
             f"input={'x'.join(map(str, input_shape))} does not fit model {name} "
             f"(default input {'x'.join(map(str, shape))}): {first}"
         ) from None
+
+
+def check_batch_fits(name: str, input_shape: tuple[int, ...], batch: int, dtype: Any) -> None:
+    """Refuse a batch whose inputs alone exceed this host's free memory, naming batch_size.
+
+    bench measures one real training step of the model on this host (the
+    device is emulated from that measurement), so the whole batch must be
+    allocated here. Without this check, torch's allocation failure surfaced as
+    "input= does not fit the model", blaming a shape that was fine. The inputs
+    are a lower bound of what the step needs: activations come on top.
+    """
+    import psutil
+    import torch
+
+    per_example = math.prod(input_shape) * torch.empty((), dtype=dtype).element_size()
+    free = int(psutil.virtual_memory().available)
+    most = max(1, free // per_example)
+    if batch > most:
+        raise FedbenchError(
+            f"batch_size={batch}: one batch of {name}'s inputs "
+            f"({'x'.join(map(str, input_shape))}) is {batch * per_example / 2**30:.1f} GiB, more "
+            f"than this host's {free / 2**30:.1f} GiB of free memory; bench measures one real "
+            f"training step here, so choose batch_size 1..{most} (less still: the step's "
+            "activations need memory too)"
+        )
 
 
 def _plan(

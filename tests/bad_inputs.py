@@ -279,6 +279,24 @@ def _drop(path: str) -> Callable[[dict], None]:
     return edit
 
 
+def _trace_at(make: Callable[[Path], Path]) -> Callable[[Path], object]:
+    """An availability trace path that `make` turns into something other than a file."""
+    from fedbench.population.traces import AVAILABILITY, read_table
+
+    key = "fleet.population.trace.availability"
+    return lambda tmp: read_table(make(tmp), key, AVAILABILITY)
+
+
+def _symlink_loop(tmp: Path) -> Path:
+    loop = tmp / "trace.csv"
+    loop.symlink_to(loop)
+    return loop
+
+
+def _submodels(**params: object) -> Callable[[Path], object]:
+    return _target("algorithm", "fedbench.algorithms.heterofl.HeteroFL", **params)
+
+
 CASES: tuple[Case, ...] = (
     Case(
         "profile-typo",
@@ -724,6 +742,42 @@ CASES: tuple[Case, ...] = (
         "`fedbench.fleet describe plot=` an existing folder",
         lambda t: __import__("fedbench.folders", fromlist=["x"]).check_file("plot", t),
         ("plot=<tmp>: a folder, not a file",),
+    ),
+    Case(
+        "trace-folder",
+        "`fleet.population.trace.availability=` a folder",
+        _trace_at(lambda t: t),
+        ("a folder, not a trace file",),
+    ),
+    Case(
+        "trace-device",
+        "`fleet.population.trace.availability=/dev/zero`",
+        _trace_at(lambda t: Path("/dev/zero")),
+        ("'/dev/zero': a character device, not a regular file",),
+    ),
+    Case(
+        "trace-symlink-loop",
+        "`fleet.population.trace.availability=` a symbolic link to itself",
+        _trace_at(_symlink_loop),
+        ("a loop of symbolic links",),
+    ),
+    Case(
+        "rates-unsorted",
+        "`algorithm=heterofl algorithm.rates=[0.5,1.0]`",
+        _submodels(rates=[0.5, 1.0]),
+        ("algorithm.rates=[0.5, 1.0]: not largest first", "algorithm.rates=[1.0, 0.5]"),
+    ),
+    Case(
+        "pretrain-momentum",
+        "`scenario.pretrain.momentum=1`",
+        _scenario(pretrain={"momentum": 1.0}),
+        ("scenario.pretrain.momentum=1.0: must be a finite number >= 0 and < 1",),
+    ),
+    Case(
+        "physical-keys-number",
+        "`runtime=deployment runtime.physical_keys=5`",
+        _target("runtime", "fedbench.runtime.deployment.DeploymentRuntime", physical_keys=5),
+        ("runtime.physical_keys=5: a public key file (.pub), or a list of them",),
     ),
     Case(
         "defense-ratio",

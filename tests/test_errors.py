@@ -105,6 +105,28 @@ def _not_a_certificate(fx: Path) -> None:
     (fx / "ca.pem").write_text("hello, I am no certificate\n")
 
 
+def _fifo(fx: Path) -> None:
+    os.mkfifo(fx / "trace.csv")
+
+
+def _run_and_file(fx: Path) -> None:
+    _run_folder(lambda r: None)(fx)
+    _a_file(fx)
+
+
+def _header_only(run: Path) -> None:
+    rounds = run / "rounds.csv"
+    rounds.write_text(rounds.read_text().splitlines()[0] + "\n")
+
+
+def _infinite_accuracy(run: Path) -> None:
+    import json
+
+    summary = json.loads((run / "summary.json").read_text())
+    summary["days"][-1]["accuracy"] = float("inf")
+    (run / "summary.json").write_text(json.dumps(summary))
+
+
 def _describe(name: str, args: tuple[str, ...], expect: str) -> CliCase:
     return CliCase(name, ("describe", *args), (expect,), "fedbench.fleet")
 
@@ -328,6 +350,61 @@ CASES: tuple[CliCase, ...] = (
         "replay-days-float",
         ("scenario.replay_days=1e8",),
         ("scenario.replay_days must be an integer",),
+    ),
+    # issue 48, item 8
+    CliCase(
+        "trace-fifo",
+        ("fleet=phones_100", "fleet.population.trace.availability={fx}/trace.csv"),
+        ("a named pipe (FIFO), not a regular file",),
+        setup=_fifo,
+        what="the trace is a FIFO: refused, never opened",
+    ),
+    CliCase(
+        "gpus-per-worker-cpu",
+        ("runtime.accelerator=cpu", "runtime.gpus_per_worker=0.5"),
+        ("runtime.gpus_per_worker=0.5 with runtime.accelerator=cpu",),
+    ),
+    CliCase(
+        "rates-twice",
+        _smoke("algorithm=heterofl", "algorithm.rates=[0.5,0.5]"),
+        ("algorithm.rates=[0.5, 0.5]: 0.5 is given twice", "largest first"),
+    ),
+    CliCase(
+        "deadline-tiny",
+        ("round_close=deadline", "round_close.deadline_s=1e-9"),
+        ("round_close.deadline_s=1e-09: shorter than any round trip", ">= 0.001"),
+    ),
+    CliCase(
+        "pretrain-lr-nan",
+        ("scenario.pretrain.lr=nan",),
+        ("scenario.pretrain.lr=nan: must be a finite number > 0 and <= 1,000",),
+    ),
+    CliCase("resume-empty", ("resume=",), ("resume= is empty: give the run folder",)),
+    CliCase(
+        "bench-batch-huge",
+        ("device=rpi4", "model=resnet18", "batch_size=10000000"),
+        ("batch_size=10000000: one batch of resnet18's inputs", "choose batch_size 1.."),
+        module="fedbench.bench",
+    ),
+    CliCase(
+        "analyze-out-file",
+        ("{fx}/run", "out={fx}/afile", "figures=false"),
+        ("out={fx}/afile: a file, not a folder",),
+        module="fedbench.analyze",
+        setup=_run_and_file,
+        what="out= names an existing file",
+    ),
+    _analyze(
+        "analyze-header-only-rounds",
+        _header_only,
+        "rounds.csv: holds only its header, but the run went to round 2",
+        "rounds.csv holds only its header",
+    ),
+    _analyze(
+        "analyze-infinite-accuracy",
+        _infinite_accuracy,
+        "summary.json: days[1].accuracy=inf: not an accuracy in [0, 1]",
+        "summary.json gives accuracy inf",
     ),
     # the other entry points
     _describe("describe-unknown-fleet", ("fleet=nofleet",), "fleet=nofleet: no such option"),

@@ -94,6 +94,34 @@ def choose_rates(
     return chosen, fits
 
 
+def check_rates(rates: object) -> tuple[float, ...]:
+    """`algorithm.rates` as given: distinct width rates in (0, 1], largest first.
+
+    A rate given twice or out of order is refused rather than silently
+    deduplicated and sorted: `[0.5, 0.5]` usually means a rate the user meant
+    to write is missing, and the order they wrote is what they will read in
+    the records (`model_rate`) and figures.
+    """
+    what = "give distinct width rates in (0, 1], largest first"
+    valid = f"{what}, e.g. [1.0, 0.5, 0.25]"
+    items = list(rates) if isinstance(rates, Sequence) and not isinstance(rates, str) else None
+    if not items or any(isinstance(r, bool) or not isinstance(r, (int, float)) for r in items):
+        raise FedbenchError(f"algorithm.rates={rates!r}: {valid}")
+    values = tuple(float(r) for r in items)
+    shown = f"algorithm.rates={list(values)}"
+    if any(not 0 < r <= 1 for r in values):
+        raise FedbenchError(f"{shown}: {valid}")
+    twice = sorted({r for r in values if values.count(r) > 1}, reverse=True)
+    if twice:
+        raise FedbenchError(
+            f"{shown}: {', '.join(f'{r:g}' for r in twice)} is given twice; {valid}"
+        )
+    ordered = sorted(values, reverse=True)
+    if list(values) != ordered:
+        raise FedbenchError(f"{shown}: not largest first; {what}: algorithm.rates={ordered}")
+    return values
+
+
 class SubmodelStrategy(FedAvg):
     """FedAvg over per-device width submodels (see the module docstring)."""
 
@@ -119,13 +147,11 @@ class SubmodelStrategy(FedAvg):
             raise FedbenchError(
                 f"algorithm.rate_policy={rate_policy!r}; valid: {', '.join(POLICIES)}"
             )
-        rates = tuple(float(r) for r in rates)
-        if not rates or any(not 0 < r <= 1 for r in rates):
-            raise FedbenchError(f"algorithm.rates={list(rates)}: numbers in (0, 1]")
+        rates = check_rates(rates)
         if not 0 < rate <= 1:
             raise FedbenchError(f"algorithm.rate={rate!r}: a number in (0, 1]")
         self.rate_policy = rate_policy
-        self.rates = tuple(sorted(set(rates), reverse=True))
+        self.rates = rates
         self.rate = float(rate)
         self.model: dict[str, Any] | None = None  # the model config (`bind`)
         self.device_of: Callable[[Message], int] = lambda msg: int(msg.metadata.dst_node_id)

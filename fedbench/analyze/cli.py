@@ -27,6 +27,7 @@ from fedbench.analyze import (
 from fedbench.analyze.style import FORMATS
 from fedbench.cli.grammar import Grammar, Key, parse_bool, parse_float
 from fedbench.errors import FedbenchError
+from fedbench.folders import check_folder
 from fedbench.report.progress import console
 
 ANALYSIS_DIR = "analysis"
@@ -118,6 +119,8 @@ def run(argv: Sequence[str]) -> str:
     formats = tuple(f.strip() for f in (args.get("formats") or ",".join(FORMATS)).split(","))
     redo = parse_bool("per_run", args.get("per_run", "false") or "false")
     draw = parse_bool("figures", args.get("figures", "true") or "true")
+    if "out" in args:  # before any run's figures: a file there is refused, not a traceback
+        check_folder("out", args["out"])
     for run_dir in dirs:
         missing = (
             not (run_dir / ROUNDS_SUMMARY_CSV).is_file() or not (run_dir / FIGURES_DIR).is_dir()

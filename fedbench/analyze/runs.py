@@ -47,6 +47,7 @@ from fedbench.core.records import STATUSES
 from fedbench.errors import FedbenchError
 from fedbench.experiment.fleet import Fleet
 from fedbench.report.nested import flatten
+from fedbench.report.progress import console
 
 CONFIG_YAML = "config.yaml"
 ROUNDS_CSV = "rounds.csv"
@@ -356,6 +357,8 @@ def load_run(path: Path) -> Run:
     server_rows = read_csv(server_path, ("round",)) if server_path.is_file() else None
     fleet = run_fleet(config, rows)
     days = [d for d in summary.get("days", []) if isinstance(d, dict)]
+    check_recorded(path / ROUNDS_CSV, rows, days, server_rows)
+    accuracies = checked_accuracies(path / SUMMARY_JSON, days)
     last = max(
         [int(d.get("round", 0)) for d in days]
         + [int(row["round"]) for row in rows]
@@ -371,13 +374,13 @@ def load_run(path: Path) -> Run:
     known[0] = False  # round 0's 0 J is no measurement
     energy_seen = np.cumsum(known) > 0  # NaN until some report measured energy
     evaluations = []
-    for day in days:
+    for day, accuracy in zip(days, accuracies, strict=True):
         r = int(day.get("round", 0))
         evaluations.append(
             Evaluation(
                 day=int(day.get("day", r)),
                 round=r,
-                accuracy=_number(day.get("accuracy")),
+                accuracy=accuracy,
                 time_s=float(time_s[r]),
                 energy_j=float(energy_j[r]) if energy_seen[r] or r == 0 else math.nan,
                 clock_s=_number(day.get("virtual_time_s")),
@@ -415,6 +418,67 @@ def load_run(path: Path) -> Run:
         round_energy=energies,
         accuracy_per_rate=per_rate_of(summary),
     )
+
+
+def check_recorded(
+    rounds_csv: Path,
+    rows: list[dict[str, str]],
+    days: list[dict[str, Any]],
+    server_rows: list[dict[str, str]] | None,
+) -> None:
+    """Refuse a rounds.csv that holds only its header while the run went past round 0.
+
+    A run that failed before its first round writes just the header, and is
+    analysed as such; one whose summary or server rounds name a round N > 0
+    had rows, so a header alone is a file cut short (or emptied): every
+    figure and total would be silently zero.
+    """
+    if rows:
+        return
+    named = {
+        SUMMARY_JSON: [int(d.get("round", 0)) for d in days],
+        SERVER_ROUNDS_CSV: [int(r["round"]) for r in server_rows or []],
+    }
+    last = max([0, *(r for rounds in named.values() for r in rounds)])
+    if last == 0:
+        return
+    sources = ", ".join(name for name, rounds in named.items() if rounds and max(rounds) > 0)
+    raise FedbenchError(
+        f"{rounds_csv}: holds only its header, but the run went to round {last} ({sources}): "
+        "its rows are missing; nothing to analyse"
+    )
+
+
+def checked_accuracies(summary_json: Path, days: list[dict[str, Any]]) -> list[float]:
+    """Each evaluation's accuracy: one outside [0, 1] is refused, a NaN one said in one line.
+
+    fedbench writes an accuracy in [0, 1], or null where a day was not
+    evaluated; inf or 1.7 is no accuracy, so the file is refused. A NaN is an
+    evaluation that produced no number: it is kept as NaN (means and targets
+    skip it) and named, so a mean over seeds is never quietly over fewer runs.
+    """
+    out: list[float] = []
+    for i, day in enumerate(days):
+        raw = day.get("accuracy")
+        value = _number(raw)
+        if not math.isnan(value) and not 0.0 <= value <= 1.0:
+            raise FedbenchError(
+                f"{summary_json}: days[{i}].accuracy={value:g}: not an accuracy in [0, 1]; "
+                "not a summary.json fedbench wrote"
+            )
+        out.append(value)
+    nan = [str(d.get("round", i)) for i, d in enumerate(days) if _is_nan(d.get("accuracy"))]
+    if nan:
+        console.warn(
+            f"{summary_json}: the accuracy of round {', '.join(nan)} is NaN (the evaluation "
+            "gave no number); no mean or target counts it (the tables show -)"
+        )
+    return out
+
+
+def _is_nan(value: object) -> bool:
+    """A NaN written as a number (JSON `NaN`), not a null or missing accuracy."""
+    return isinstance(value, float) and math.isnan(value)
 
 
 def per_rate_of(summary: dict[str, Any]) -> dict[int, dict[float, float]]:

@@ -71,6 +71,24 @@ def check_seed(seed: object) -> None:
         raise FedbenchError(f"seed={seed!r}: expected an integer in 0..{MAX_SEED:,}")
 
 
+def resume_folder(value: object) -> Path | None:
+    """`resume=`'s folder; None for a new run. An empty `resume=` is refused.
+
+    `resume=` with nothing after it reads as an empty string, which is false:
+    taken as "no resume", it silently started a new run in a new folder while
+    the user meant to continue one.
+    """
+    if value is None or value is False:  # resume=false: a new run, as it always was
+        return None
+    if value is True or not str(value).strip():
+        shown = "true" if value is True else " is empty"
+        raise FedbenchError(
+            f"resume={shown}: give the run folder to continue, e.g. "
+            "resume=outputs/2025-01-01/12-00-00 (or leave resume out for a new run)"
+        )
+    return Path(str(value))
+
+
 def check_fresh(run_dir: Path) -> None:
     """A new run never writes into a folder that holds another's results."""
     held = [n for n in (ROUNDS_CSV, CHECKPOINT) if (run_dir / n).exists()]
@@ -86,7 +104,7 @@ def prepare(cfg: DictConfig, hydra_cfg: Any, run_dir: Path) -> Prepared:
     from fedbench.resume import resumed_experiment
 
     values = resolve(cfg)
-    resume = values.pop("resume", None)
+    resume = resume_folder(values.pop("resume", None))
     dry_run = bool(values.pop("dry_run", False))
     allow_targets = parse_allowed(values.pop("allow_targets", None))
     untrusted = values.pop("resume_untrusted", False)
@@ -104,7 +122,7 @@ def prepare(cfg: DictConfig, hydra_cfg: Any, run_dir: Path) -> Prepared:
     if resume:
         others = [o for o in overrides if o.split("=", 1)[0].lstrip("+") not in _RESUME_KEYS]
         experiment = resumed_experiment(
-            Path(resume), experiment if others else None, allow_targets, untrusted
+            resume, experiment if others else None, allow_targets, untrusted
         )
         run_dir = Path(experiment.output_dir)
     # A folder that exists may be another run's: whether a run holds it is the first thing

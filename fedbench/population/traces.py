@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import errno
+import os
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
@@ -61,8 +64,7 @@ PARQUET = (".parquet", ".pq")
 def read_table(path: str | Path, key: str, columns: Sequence[str]) -> dict[str, list[str]]:
     """A trace file as columns of text; a missing file or column is one clear error."""
     path = Path(path)
-    if not path.is_file():
-        raise FedbenchError(f"{key}={str(path)!r}: no such file (a CSV or Parquet trace)")
+    check_regular(path, f"{key}={str(path)!r}")
     if path.suffix in PARQUET:
         table = {k: [str(v) for v in vs] for k, vs in _parquet(path, key).items()}
     else:
@@ -74,6 +76,43 @@ def read_table(path: str | Path, key: str, columns: Sequence[str]) -> dict[str, 
             + (f"; missing {', '.join(missing)}" if missing else "")
         )
     return table
+
+
+# What a path that is not a regular file is, for the one line that refuses it.
+_NOT_REGULAR = (
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+_GIVE = "give a CSV or Parquet file"
+
+
+def check_regular(path: Path, where: str) -> None:
+    """Refuse, without opening it, a trace path that is no regular file, saying what it is.
+
+    Only its metadata is read: opening a FIFO blocks until a writer comes and
+    /dev/zero never ends, so each is named from `stat` and refused.
+    """
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise FedbenchError(
+                f"{where}: a symbolic link to {os.readlink(path)!r}, which does not exist; {_GIVE}"
+            ) from None
+        raise FedbenchError(f"{where}: no such file (a CSV or Parquet trace)") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise FedbenchError(
+                f"{where}: a loop of symbolic links that never reaches a file; {_GIVE}"
+            ) from None
+        raise FedbenchError(f"{where}: cannot read it ({exc.strerror or exc}); {_GIVE}") from None
+    if stat.S_ISDIR(mode):
+        raise FedbenchError(f"{where}: a folder, not a trace file; {_GIVE}")
+    for test, kind in _NOT_REGULAR:
+        if test(mode):
+            raise FedbenchError(f"{where}: {kind}, not a regular file; {_GIVE}")
 
 
 def _csv(path: Path, key: str) -> dict[str, list[str]]:
@@ -88,6 +127,8 @@ def _csv(path: Path, key: str) -> dict[str, list[str]]:
         raise FedbenchError(f"{where}: not a text CSV file (a CSV or Parquet trace)") from None
     except csv.Error as exc:
         raise FedbenchError(f"{where}: not a readable CSV ({exc})") from None
+    except OSError as exc:  # a permission, or an I/O error of the file's disk
+        raise FedbenchError(f"{where}: cannot read it ({exc.strerror or exc}); {_GIVE}") from None
     if "\0" in "".join(header):
         raise FedbenchError(f"{where}: not a text CSV file (a CSV or Parquet trace)")
     for line, row in enumerate(rows, 2):

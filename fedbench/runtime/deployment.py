@@ -101,6 +101,22 @@ _PROTOBUF = {"content-type": "application/protobuf", "accept": "application/prot
 TLS_KEYS = ("tls_ca_cert", "tls_server_cert", "tls_server_key")
 
 
+def one_or_many(value: object, key: str, what: str) -> tuple[str, ...]:
+    """A list key that also takes one value: `key=a.pub` is `[a.pub]`, never its characters.
+
+    On the command line one value is a string and several a list; a string
+    iterated as a list would be one "key file" per character. Anything else
+    (a number, a mapping) is refused naming the key.
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str | Path):
+        return (str(value),) if str(value).strip() else ()
+    if isinstance(value, Sequence) and all(isinstance(v, str | Path) for v in value):
+        return tuple(str(v) for v in value)
+    raise FedbenchError(f"{key}={value!r}: {what}, or a list of them, e.g. {key}=[A,B]")
+
+
 @dataclass(frozen=True)
 class DeploymentRuntime(Runtime):
     address: str = "127.0.0.1"  # where the SuperLink listens (0.0.0.0: every interface)
@@ -126,8 +142,10 @@ class DeploymentRuntime(Runtime):
     accelerator: str = "auto"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "advertise", tuple(str(a) for a in self.advertise or ()))
-        object.__setattr__(self, "physical_keys", tuple(str(k) for k in self.physical_keys or ()))
+        advertise = one_or_many(self.advertise, "runtime.advertise", "a host name or IP address")
+        object.__setattr__(self, "advertise", advertise)
+        keys = one_or_many(self.physical_keys, "runtime.physical_keys", "a public key file (.pub)")
+        object.__setattr__(self, "physical_keys", keys)
         given = [k for k in TLS_KEYS if getattr(self, k) is not None]
         if given and len(given) != len(TLS_KEYS):
             missing = sorted(set(TLS_KEYS) - set(given))

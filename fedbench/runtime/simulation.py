@@ -97,6 +97,31 @@ class SimulationRuntime(Runtime):
         elif self.ray_address != "auto":
             hint = "start the cluster (`ray start --head`) or set null for a private local one"
             check_reachable(self.ray_address, "runtime.ray_address", hint)
+        self.check_gpu_share()  # after the accelerator's own checks: those name the cause
+
+    def check_gpu_share(self) -> None:
+        """Refuse a `gpus_per_worker` no worker would ask for, rather than ignore it.
+
+        Workers ask Ray for a GPU share only when they train on CUDA: with
+        `accelerator=cpu`, or `auto` on a private local cluster of a host torch
+        sees no GPU on, the value would be dropped without a word. A joined Ray
+        cluster's GPUs are its nodes', not this host's: there `auto` may use them.
+        """
+        share = self.gpus_per_worker
+        if share is None:
+            return
+        key = f"runtime.gpus_per_worker={share:g}"
+        if self.accelerator == "cpu":
+            raise FedbenchError(
+                f"{key} with runtime.accelerator=cpu: CPU workers ask for no GPU; set "
+                "runtime.gpus_per_worker=null, or runtime.accelerator=auto or cuda"
+            )
+        if not self.ray_address and host_gpus() == 0:
+            raise FedbenchError(
+                f"{key}: this host has no CUDA GPU (torch sees none), so the workers "
+                "train on the CPU and ask for no GPU; set runtime.gpus_per_worker=null, "
+                "or join a Ray cluster with GPUs (runtime.ray_address)"
+            )
 
     def nodes(self, experiment: Experiment) -> int:
         """Virtual SuperNodes: the devices one round trains at once."""

@@ -32,13 +32,22 @@ from fedbench.core.numerics import environment, fixed_threads
 from fedbench.data.source import Tensors
 from fedbench.errors import FedbenchError
 from fedbench.experiment.schema import Experiment
-from fedbench.experiment.typed import dump
+from fedbench.experiment.typed import Bounds, dump
 from fedbench.paths import cache_dir
 from fedbench.report.progress import console
 from fedbench.scenarios.context import DataContext
 from fedbench.train.loop import TrainParams, step_sizes, train_local
 
 SCHEDULES = ("cosine", "constant")
+# scenario.pretrain's numbers: (type, range). The ranges are train.*'s (TrainConfig), with
+# epochs >= 0 (0: no pretraining); warmup_fraction is checked with the schedule.
+_RANGES: dict[str, tuple[bool, Bounds]] = {  # key -> (an integer?, its range)
+    "epochs": (True, Bounds(ge=0, le=100_000)),
+    "batch_size": (True, Bounds(ge=1, le=1 << 20)),
+    "lr": (False, Bounds(gt=0.0, le=1e3)),
+    "momentum": (False, Bounds(ge=0.0, lt=1.0)),
+    "weight_decay": (False, Bounds(ge=0.0, le=1.0)),
+}
 
 
 @dataclass(frozen=True)
@@ -69,11 +78,7 @@ class PretrainParams:
                 f"scenario.pretrain has unknown key(s) {sorted(unknown)}; valid: {sorted(valid)}"
             )
         params = cls(**dict(cfg))
-        if params.epochs < 0 or params.batch_size < 1:
-            raise FedbenchError(
-                "scenario.pretrain.epochs must be >= 0 and batch_size >= 1, "
-                f"got {params.epochs} and {params.batch_size}"
-            )
+        params.check_numbers()
         if params.schedule not in SCHEDULES:
             raise FedbenchError(
                 f"scenario.pretrain.schedule={params.schedule!r}: valid: {', '.join(SCHEDULES)}"
@@ -84,6 +89,23 @@ class PretrainParams:
                 f"scenario.pretrain.warmup_fraction={warmup!r}: must be a number in [0, 1)"
             )
         return params
+
+    def check_numbers(self) -> None:
+        """Every number in its range, as train.* is checked (fedbench.experiment.schema).
+
+        The pretraining runs inside the run, after the folder exists and the
+        data is loaded: a NaN learning rate found there is a traceback (or NaN
+        weights) minutes in, so it is refused with the scenario instead.
+        """
+        for key, (integer, bounds) in _RANGES.items():
+            value = getattr(self, key)
+            typed = isinstance(value, int if integer else (int, float))
+            number = typed and not isinstance(value, bool) and math.isfinite(value)
+            if not number or bounds.violated(value):
+                what = "an integer" if integer else "a finite number"
+                raise FedbenchError(
+                    f"scenario.pretrain.{key}={value!r}: must be {what} {bounds.describe()}"
+                )
 
     def lr_scale(self, num_examples: int) -> Callable[[int], float] | None:
         """The learning rate's factor at each optimizer step (None: constant)."""

@@ -51,6 +51,17 @@ def longest(reports: Sequence[RoundReport]) -> float:
     return max(times, default=0.0)
 
 
+# The shortest deadline accepted, in seconds. A deadline no device can meet is a mistake
+# (a unit, a typo), not an experiment: every round closes with nothing and the run fails
+# with no update after spending its whole time. Refused up front instead, with a floor no
+# round trip beats: an emulated device's trip holds two of its profile's network round
+# trips (rtt_ms is 1 ms or more in every shipped profile) besides its training and the
+# model's transfer, and a real device's or host's trip a Flower message each way. Above
+# the floor, whether a deadline is met is the experiment's result: rounds close with their
+# late devices as timeouts, and say so.
+MIN_DEADLINE_S = 1e-3
+
+
 def check_deadline(deadline_s: float | None, where: str) -> float | None:
     from fedbench.errors import FedbenchError
 
@@ -60,6 +71,12 @@ def check_deadline(deadline_s: float | None, where: str) -> float | None:
         raise FedbenchError(f"{where} must be a number of seconds or null, got {deadline_s!r}")
     if not math.isfinite(deadline_s) or deadline_s <= 0:
         raise FedbenchError(f"{where}={deadline_s!r}: must be finite and > 0")
+    if deadline_s < MIN_DEADLINE_S:
+        raise FedbenchError(
+            f"{where}={deadline_s:g}: shorter than any round trip (the model down, a training "
+            f"step, the update back) can be, so every round would time out; give seconds, "
+            f">= {MIN_DEADLINE_S:g} (e.g. {where}=60)"
+        )
     return float(deadline_s)
 
 
