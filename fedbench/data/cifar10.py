@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import codecs
 import hashlib
-import os
 import pickle
 import shutil
 import tarfile
@@ -27,7 +26,14 @@ from typing import Any, BinaryIO, ClassVar
 import numpy as np
 import torch
 
-from fedbench.data.source import DataSource, Tensors, image_shape, standardise, to_input_shape
+from fedbench.data.source import (
+    DataSource,
+    Tensors,
+    data_root,
+    image_shape,
+    standardise,
+    to_input_shape,
+)
 from fedbench.errors import FedbenchError
 
 URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
@@ -135,7 +141,7 @@ class Cifar10Source(DataSource):
 
     @property
     def root_path(self) -> Path:
-        return Path(os.path.expanduser(self.root)).absolute()
+        return data_root(self.root)
 
     def load(self, input_shape: tuple[int, ...]) -> tuple[Tensors, Tensors]:
         shape = image_shape(input_shape, self.name)

@@ -20,7 +20,6 @@ Reading and encoding are `data=hf`'s (fedbench.data.leaf, hf_open, hf_encode).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -29,7 +28,7 @@ from fedbench.data.hf import HfSource
 from fedbench.data.hf_encode import Raw, encode, leaf_raw
 from fedbench.data.hf_open import locate, open_located
 from fedbench.data.leaf import is_leaf_tree, read_leaf_tree
-from fedbench.data.source import DataSource, Tensors, image_shape
+from fedbench.data.source import DataSource, Tensors, data_root, image_shape
 from fedbench.errors import FedbenchError
 
 NUM_CLASSES = 62
@@ -49,7 +48,7 @@ class FemnistSource(DataSource):
 
     @property
     def root_path(self) -> Path:
-        return Path(os.path.expanduser(self.root)).absolute()
+        return data_root(self.root)
 
     def load(self, input_shape: tuple[int, ...]) -> tuple[Tensors, Tensors]:
         shape = image_shape(input_shape, self.name)

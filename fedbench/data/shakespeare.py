@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +46,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from fedbench.data.source import DataSource, Tensors
+from fedbench.data.source import DataSource, Tensors, data_root
 from fedbench.errors import FedbenchError, choices
 
 # LEAF's ALL_LETTERS (models/shakespeare utils): the token id is the position.
@@ -269,7 +268,7 @@ class ShakespeareSource(DataSource):
 
     @property
     def root_path(self) -> Path:
-        return Path(os.path.expanduser(self.root or ".")).absolute()
+        return data_root(self.root or ".")
 
     def load(self, input_shape: tuple[int, ...]) -> tuple[Tensors, Tensors]:
         shape = tuple(int(d) for d in input_shape)

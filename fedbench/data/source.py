@@ -20,9 +20,11 @@ simulated clients that build their own source object from the same config.
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -127,6 +129,11 @@ class DataSource(ABC):
         log-mel features, (T,) for token sequences. A source that cannot give
         that shape raises a FedbenchError naming both.
         """
+
+
+def data_root(root: str) -> Path:
+    """A source's `root` setting as an absolute folder (`~` expanded), for its messages too."""
+    return Path(os.path.expanduser(root)).absolute()
 
 
 def to_input_shape(x: torch.Tensor, input_shape: tuple[int, int, int]) -> torch.Tensor:

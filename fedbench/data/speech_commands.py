@@ -35,7 +35,6 @@ every partition and result without a trace).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +43,7 @@ from typing import Any, ClassVar
 import torch
 
 from fedbench.data.audio import MelSpec, log_mel_clips
-from fedbench.data.source import DataSource, Tensors, check_input_shape, standardise
+from fedbench.data.source import DataSource, Tensors, check_input_shape, data_root, standardise
 from fedbench.errors import FedbenchError, choices
 
 # The 35 words of v0.02 in the order of Hugging Face's ClassLabel.
@@ -83,7 +82,7 @@ class SpeechCommandsSource(DataSource):
 
     @property
     def root_path(self) -> Path:
-        return Path(os.path.expanduser(self.root)).absolute()
+        return data_root(self.root)
 
     @property
     def spec(self) -> MelSpec:
