@@ -29,6 +29,7 @@ import importlib
 import json
 import logging
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -166,6 +167,7 @@ def simulate(spec: AppSpec, nodes: int) -> None:
     from flwr.simulation.run_simulation import _run_simulation
     from flwr.supercore.telemetry import EventType
 
+    handlers = _signal_handlers()
     with importable(spec.root):
         server_app = load_component(spec.serverapp, ServerApp)
         client_app = load_component(spec.clientapp, ClientApp)
@@ -186,6 +188,7 @@ def simulate(spec: AppSpec, nodes: int) -> None:
             )
         finally:
             _stop_ray()
+            _restore(handlers)
 
 
 def _stop_ray() -> None:
@@ -194,6 +197,17 @@ def _stop_ray() -> None:
 
     if ray.is_initialized():
         ray.shutdown()
+
+
+def _signal_handlers() -> dict[int, Any]:
+    return {number: signal.getsignal(number) for number in (signal.SIGTERM, signal.SIGINT)}
+
+
+def _restore(handlers: dict[int, Any]) -> None:
+    """`ray.init` and Flower install SIGTERM/SIGINT handlers that outlive the run; a
+    reference run inside pytest must leave the process's handlers as it found them."""
+    for number, handler in handlers.items():
+        signal.signal(number, handler)
 
 
 def _by_round(section: dict[str, dict[str, Any]]) -> dict[int, dict[str, Any]]:
