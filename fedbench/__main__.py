@@ -36,7 +36,7 @@ from fedbench.experiment.app import AppError
 from fedbench.experiment.config_file import config_yaml
 from fedbench.experiment.overrides import explain
 from fedbench.experiment.schema import Experiment
-from fedbench.folders import check_folder
+from fedbench.folders import check_folder, write_file
 from fedbench.paths import conf_dir
 from fedbench.report.lock import RunLock
 from fedbench.report.progress import LOG_NAME, console
@@ -72,7 +72,10 @@ def run(cfg: DictConfig) -> None:
                 check_fresh(run_dir)  # again, now that the folder is locked
         except FedbenchError as exc:
             refuse(exc)
-        console.attach(run_dir)  # everything printed from here on is also in console.log
+        try:
+            console.attach(run_dir)  # everything printed from here on is also in console.log
+        except FedbenchError as exc:
+            refuse(exc)  # console.log is a link (fedbench.folders)
         try:
             _start(experiment, run_dir, prepared.resume)
         except FedbenchError as exc:
@@ -91,7 +94,7 @@ def _start(experiment: Experiment, run_dir: Path, resume: bool) -> None:
     for line in describe_lines(experiment):
         console.line(line)
     if not resume:
-        (run_dir / "config.yaml").write_text(config_yaml(experiment))
+        write_file(run_dir / "config.yaml", config_yaml(experiment))
     from fedbench.client.app import app as client_app
     from fedbench.server.app import make_server_app
 

@@ -35,6 +35,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from fedbench.errors import FedbenchError
 from fedbench.experiment.compose import experiment_from, resolve
 from fedbench.experiment.schema import MAX_SEED, Experiment
+from fedbench.folders import check_no_links
 from fedbench.paths import where_line
 from fedbench.preflight import preflight, targets
 from fedbench.report.lock import RunLock
@@ -127,6 +128,10 @@ def prepare(cfg: DictConfig, hydra_cfg: Any, run_dir: Path) -> Prepared:
         run_dir = Path(experiment.output_dir)
     # A folder that exists may be another run's: whether a run holds it is the first thing
     # to say, before what it holds. A folder that does not exist yet is not made here.
+    if run_dir.is_dir():
+        # Nothing is written through a link planted in it, by fedbench or by Hydra (.hydra/):
+        # refused before either writes (fedbench.folders).
+        check_no_links(run_dir)
     lock = RunLock(run_dir).acquire() if run_dir.is_dir() and not dry_run else None
     try:
         if not resume:

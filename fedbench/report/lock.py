@@ -10,7 +10,9 @@ holding the lock with text naming pid 1, or this run's own PID, still keeps
 every other run out. A run that ends removes
 the file (while still holding it); a run that takes the lock checks that
 the file it locked is still the one at the path, so a file removed under
-it cannot give two runs the folder.
+it cannot give two runs the folder. A `run.lock` that is a symbolic link
+(planted in a folder from someone else) is refused, never written through
+(fedbench.folders).
 
 The run itself may enter the folder its driver holds: the simulation's
 ServerApp in the driver's own process, a deployment's ServerApp several
@@ -28,6 +30,7 @@ from pathlib import Path
 import psutil
 
 from fedbench.errors import FedbenchError
+from fedbench.folders import open_fd
 
 LOCK_FILE = "run.lock"
 
@@ -59,7 +62,9 @@ class RunLock:
         when the file was removed while we locked it; raises when another run holds it."""
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            # Never through a link planted at the name (fedbench.folders): the file locked,
+            # truncated and written is the folder's own.
+            fd = open_fd(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
             raise FedbenchError(f"run folder {self.path.parent}: cannot lock it ({exc})") from None
         try:
@@ -102,7 +107,7 @@ class RunLock:
 
 def _same_file(fd: int, path: Path) -> bool:
     try:
-        return os.fstat(fd).st_ino == os.stat(path).st_ino
+        return os.fstat(fd).st_ino == os.lstat(path).st_ino
     except OSError:
         return False
 

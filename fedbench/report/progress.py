@@ -15,7 +15,8 @@ per step). `FEDBENCH_PROGRESS=plain`
 `console.attach(run_dir)` keeps a transcript: from then on every line, the
 tasks' plain lines and whatever else the process prints to stdout/stderr
 are appended, time-stamped, to `run_dir/console.log` - so a run folder
-says what its console said. Attachments nest (a sweep's folder and the
+says what its console said. A `console.log` that is a symbolic link is
+refused, never written through (fedbench.folders). Attachments nest (a sweep's folder and the
 current job's folder both get the job's lines); `detach()` ends the last.
 """
 
@@ -30,9 +31,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, cast
 
 from fedbench.core.redact import redact_text, remember_process
+from fedbench.folders import open_to_write
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -240,7 +242,9 @@ class Console:
         with self._lock:
             run_dir.mkdir(parents=True, exist_ok=True)
             path = run_dir / LOG_NAME
-            self._logs.append((path, path.open("a", buffering=1, encoding="utf-8")))
+            # Never through a link planted at the name: refused (fedbench.folders).
+            handle = cast(TextIO, open_to_write(path, "a", buffering=1, encoding="utf-8"))
+            self._logs.append((path, handle))
             self._tee_streams()
 
     def detach(self, run_dir: Path | None = None) -> None:

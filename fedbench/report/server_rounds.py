@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from fedbench.folders import open_to_write
+
 SERVER_ROUNDS_CSV = "server_rounds.csv"
 
 
@@ -43,7 +45,7 @@ class ServerRoundsWriter:
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / SERVER_ROUNDS_CSV
         new = not self.path.exists()
-        self._file = self.path.open("a", newline="")
+        self._file = open_to_write(self.path, "a", newline="")  # never through a link
         self._rows = csv.DictWriter(self._file, fieldnames=COLUMNS)
         if new:
             self._rows.writeheader()
@@ -61,9 +63,9 @@ class ServerRoundsWriter:
         self._file.close()
         keep = int(state["csv_bytes"])
         if self.path.stat().st_size > keep:
-            with self.path.open("r+b") as f:
+            with open_to_write(self.path, "r+b") as f:
                 f.truncate(keep)
-        self._file = self.path.open("a", newline="")
+        self._file = open_to_write(self.path, "a", newline="")
         self._rows = csv.DictWriter(self._file, fieldnames=COLUMNS)
 
     def close(self) -> None:

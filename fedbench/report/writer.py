@@ -22,6 +22,7 @@ from typing import Any
 
 from fedbench.core.records import CSV_FIELDS, STATUSES, UNPROFILED, RoundReport, to_row
 from fedbench.core.redact import redact_text
+from fedbench.folders import open_to_write, write_file
 from fedbench.report.provenance import now, provenance
 
 ROUNDS_CSV = "rounds.csv"
@@ -59,7 +60,7 @@ class RunWriter:
         self.virtual_time_s = 0.0
         path = run_dir / ROUNDS_CSV
         new = not path.exists()
-        self._csv = path.open("a", newline="")
+        self._csv = open_to_write(path, "a", newline="")  # never through a link
         self._rows = csv.DictWriter(self._csv, fieldnames=CSV_FIELDS)
         if new:
             self._rows.writeheader()
@@ -111,10 +112,10 @@ class RunWriter:
         if len(data) > keep:
             n = len(list(self.run_dir.glob("rounds.interrupted-*.csv"))) + 1
             header = data.split(b"\n", 1)[0] + b"\n"
-            (self.run_dir / f"rounds.interrupted-{n}.csv").write_bytes(header + data[keep:])
-            with path.open("r+b") as f:
+            write_file(self.run_dir / f"rounds.interrupted-{n}.csv", header + data[keep:])
+            with open_to_write(path, "r+b") as f:
                 f.truncate(keep)
-        self._csv = path.open("a", newline="")
+        self._csv = open_to_write(path, "a", newline="")
         self._rows = csv.DictWriter(self._csv, fieldnames=CSV_FIELDS)
 
     def rounds(self, reports: list[RoundReport]) -> None:
@@ -177,12 +178,11 @@ class RunWriter:
             "provenance": self.provenance,
         }
         summary = _nulls(summary)  # what is returned is what the file says
-        path = self.run_dir / SUMMARY_JSON
-        tmp = path.with_suffix(".json.tmp")
         # A secret the run was started with (a token in its command line) stays out
         # of the file (fedbench.core.redact); the provenance's command is masked already.
-        tmp.write_text(redact_text(json.dumps(summary, indent=2, default=str)) + "\n")
-        os.replace(tmp, path)
+        # Written whole to a fresh file renamed over the name, never through a link.
+        text = redact_text(json.dumps(summary, indent=2, default=str)) + "\n"
+        write_file(self.run_dir / SUMMARY_JSON, text)
         return summary
 
     def _per_rate(self) -> dict[str, Any]:
