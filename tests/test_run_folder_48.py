@@ -207,6 +207,22 @@ def test_flower_log_never_written_through_a_link(tmp_path: Path) -> None:
     assert "hello" in (tmp_path / "fresh" / "flower.log").read_text()
 
 
+def test_the_process_record_and_logs_never_written_through_a_link(tmp_path: Path) -> None:
+    from fedbench.runtime.processes import ProcessSet
+
+    victim = _plant(tmp_path / "logs", "processes.csv", tmp_path)
+    with pytest.raises(FedbenchError) as error:
+        ProcessSet(record=tmp_path / "logs" / "processes.csv", watchdog=False)
+    _refused(error, tmp_path / "logs" / "processes.csv")
+    assert victim.read_text() == KEEP
+    procs = ProcessSet(watchdog=False, die_with_parent=False)
+    log_victim = _plant(tmp_path / "logs", "superlink.log", tmp_path)
+    with pytest.raises(FedbenchError) as error:
+        procs.start("true", ["true"], {"PATH": "/usr/bin:/bin"}, tmp_path / "logs/superlink.log")
+    _refused(error, tmp_path / "logs" / "superlink.log")
+    assert log_victim.read_text() == KEEP and procs.started == []
+
+
 # --- the two command lines of the finding ------------------------------------------------------
 
 

@@ -23,8 +23,12 @@ the next run in the folder sweeps whatever survived even that (`sweep`).
 The record is a file in a run folder, so the sweep believes none of it
 (docs/security.md). Each line carries the PID, the start time and the
 command line the process had when it was seen (again when it exec'ed), and
-an HMAC of all of it under this user's key (fedbench.trust.key): a line
-added by hand, or one naming another process, is not signed. A signed line
+the folder it was written in (`folder_identity`), and an HMAC of all of it
+under this user's key (fedbench.trust.key): a line added by hand, or one
+naming another process, is not signed, and a signed line copied from
+another live run's record into this folder is signed for that folder, not
+this one: neither is acted on. The file is mode 0600, and is never
+written through a symbolic link (fedbench.folders). A signed line
 is acted on only through a pidfd (`pidfd_open`, then the start time and the
 command line read back and compared, then `pidfd_send_signal`): a process
 that ended in between, and the one that inherited its PID, are never
@@ -52,14 +56,16 @@ from typing import IO
 
 import psutil
 
+from fedbench.folders import make_folder, open_to_write
 from fedbench.runtime.watchdog import GIVE_UP_S, TOKEN_ENV
 from fedbench.trust import key
 
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
 LAUNCHER = ("-m", "fedbench.runtime.launch")
-RECORD_FIELDS = ("pid", "create_time", "role", "cmdline", "hmac")
+RECORD_FIELDS = ("pid", "create_time", "role", "cmdline", "folder", "hmac")
 RECORD_HEADER = ",".join(RECORD_FIELDS) + "\n"
 RECORD_LABEL = "processes"
+RECORD_MODE = 0o600  # who can read it knows what runs, and with which arguments
 
 
 def become_subreaper() -> bool:
@@ -102,12 +108,16 @@ class ProcessSet:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     _watcher: threading.Thread | None = None
+    _folder: str = ""  # folder_identity() of the record's folder: what every line is signed for
 
     def __post_init__(self) -> None:
         become_subreaper()
         if self.record is not None:
-            self.record.parent.mkdir(parents=True, exist_ok=True)
-            self.record.write_text(RECORD_HEADER)
+            make_folder(self.record.parent)  # never a link (fedbench.folders)
+            self._folder = folder_identity(self.record.parent)
+            with open_to_write(self.record, "w", RECORD_MODE) as f:
+                os.fchmod(f.fileno(), RECORD_MODE)  # also when it existed, readable by others
+                f.write(RECORD_HEADER)
 
     def _wrapped(self, argv: Sequence[str]) -> list[str]:
         """`argv` through the launcher, told to die with this process."""
@@ -134,8 +144,8 @@ class ProcessSet:
         out: int | IO[bytes] | None = stdout
         handle = None
         if log is not None:
-            log.parent.mkdir(parents=True, exist_ok=True)
-            handle = log.open("ab")
+            make_folder(log.parent)
+            handle = open_to_write(log, "ab")  # never through a link planted at the name
             out = handle
         try:
             # Own session: a Ctrl-C on the terminal reaches fedbench only,
@@ -189,8 +199,8 @@ class ProcessSet:
         self.roles.setdefault(pid, role)
         self.cmdlines[pid] = cmdline
         if self.record is not None:
-            with self.record.open("a") as f:
-                f.write(record_line(pid, created, self.roles[pid], cmdline))
+            with open_to_write(self.record, "a", RECORD_MODE) as f:
+                f.write(record_line(pid, created, self.roles[pid], cmdline, self._folder))
 
     def snapshot(self) -> None:
         """Record every live descendant of the processes started so far."""
@@ -303,10 +313,22 @@ def _depth(p: psutil.Process) -> int:
     return depth
 
 
-def record_line(pid: int, created: float, role: str, cmdline: Sequence[str]) -> str:
-    """One signed line of logs/processes.csv."""
+def folder_identity(folder: Path) -> str:
+    """What a record line is signed for: the folder holding the record, as this host knows it.
+
+    Its device and inode (the folder itself, not what a link there points to) and
+    its resolved path: the same for the folder however it is named, and after
+    a resume; another for a copy of the record in any other folder, which the
+    copier cannot give the original's inode while it exists.
+    """
+    info = os.lstat(folder)
+    return f"{info.st_dev}:{info.st_ino}:{os.path.realpath(folder)}"
+
+
+def record_line(pid: int, created: float, role: str, cmdline: Sequence[str], folder: str) -> str:
+    """One signed line of logs/processes.csv; `folder`: folder_identity() of its folder."""
     command = json.dumps(list(cmdline))
-    values = [str(pid), repr(created), role, command]
+    values = [str(pid), repr(created), role, command, folder]
     mac = key.sign(RECORD_LABEL, "\0".join(values).encode())
     out = io.StringIO()
     csv.writer(out, lineterminator="\n").writerow([*values, mac])
@@ -324,13 +346,15 @@ class Swept:
 def sweep(record: Path) -> Swept:
     """Kill what a previous run recorded in `record` and left running, once each is proven ours.
 
-    A line counts only if this user's key signed it, and its process is
-    signalled only through a pidfd after its start time and command line
-    were read back equal to the line's (module docstring).
+    A line counts only if this user's key signed it for the folder that holds
+    `record` (a line copied from another run's record is not this folder's to
+    act on), and its process is signalled only through a pidfd after its start
+    time and command line were read back equal to the line's (module docstring).
     """
     out = Swept()
     try:
         text = record.read_text(errors="replace")
+        here = folder_identity(record.parent)
     except OSError:
         return out
     signed: dict[tuple[int, float], list[tuple[str, list[str]]]] = {}
@@ -341,7 +365,14 @@ def sweep(record: Path) -> Swept:
         if entry is None:
             out.refused.append(f"{record.name} line {n}: not signed by this account's key")
             continue
-        pid, created, role, cmdline = entry
+        pid, created, role, cmdline, folder = entry
+        if folder != here:
+            where = folder.split(":", 2)[-1]
+            out.refused.append(
+                f"{record.name} line {n}: signed for another folder ({where}), not this one: "
+                "copied from another run's record"
+            )
+            continue
         signed.setdefault((pid, created), []).append((role, cmdline))
     for (pid, created), seen in signed.items():
         outcome = _kill_if_same(pid, created, seen)
@@ -351,7 +382,7 @@ def sweep(record: Path) -> Swept:
     return out
 
 
-def _signed(row: list[str]) -> tuple[int, float, str, list[str]] | None:
+def _signed(row: list[str]) -> tuple[int, float, str, list[str], str] | None:
     if len(row) != len(RECORD_FIELDS):
         return None
     *values, mac = row
@@ -359,7 +390,7 @@ def _signed(row: list[str]) -> tuple[int, float, str, list[str]] | None:
         return None
     try:
         cmdline = json.loads(values[3])
-        return int(values[0]), float(values[1]), values[2], [str(c) for c in cmdline]
+        return int(values[0]), float(values[1]), values[2], [str(c) for c in cmdline], values[4]
     except (ValueError, TypeError):
         return None
 
