@@ -109,6 +109,23 @@ def _fifo(fx: Path) -> None:
     os.mkfifo(fx / "trace.csv")
 
 
+def _linked(name: str, config: bool = False) -> Callable[[Path], None]:
+    """A run folder `fx/run` whose `name` is a symbolic link to `fx/notes.txt` (issue 48)."""
+
+    def setup(fx: Path) -> None:
+        run = fx / "run"
+        run.mkdir()
+        if config:  # a run killed before its first round: resumable
+            from fedbench.experiment.config_file import config_yaml
+            from tests.test_compose import typed
+
+            (run / "config.yaml").write_text(config_yaml(typed([])))  # the default, as composed
+        (fx / "notes.txt").write_text("keep me\n")
+        (run / name).symlink_to(fx / "notes.txt")
+
+    return setup
+
+
 def _run_and_file(fx: Path) -> None:
     _run_folder(lambda r: None)(fx)
     _a_file(fx)
@@ -461,6 +478,21 @@ CASES: tuple[CliCase, ...] = (
         setup=_not_a_certificate,
         what="ca.pem holds no certificate",
     ),
+    # issue 48, round two: a run folder is written into, never through a link
+    CliCase(
+        "run-folder-link",
+        ("experiment=smoke", "hydra.run.dir={fx}/run"),
+        ("{fx}/run/console.log is a symbolic link: fedbench writes into a run folder, never",),
+        setup=_linked("console.log"),
+        what="the pre-made run folder's console.log links to another file",
+    ),
+    CliCase(
+        "resume-lock-link",
+        ("resume={fx}/run",),
+        ("{fx}/run/run.lock is a symbolic link: fedbench writes into a run folder, never",),
+        setup=_linked("run.lock", config=True),
+        what="the folder's run.lock links to another file",
+    ),
 )
 
 # Commands the README and the config headers give: they must run as written (checked up to
@@ -559,6 +591,18 @@ def test_a_mistake_is_one_line_exit_2_and_leaves_no_folder(
 
 def test_nothing_is_written_for_a_refused_tls_host(outcomes: dict[str, Outcome]) -> None:
     assert not (outcomes["tls-bad-host"].fx / "tls").exists()
+
+
+@pytest.mark.parametrize("name", ["run-folder-link", "resume-lock-link"])
+def test_a_linked_file_in_a_run_folder_is_left_as_it_was(
+    name: str, outcomes: dict[str, Outcome]
+) -> None:
+    fx = outcomes[name].fx
+    assert (fx / "notes.txt").read_text() == "keep me\n"
+    assert sorted(p.name for p in (fx / "run").iterdir()) in (
+        ["console.log"],
+        ["config.yaml", "run.lock"],
+    )
 
 
 def test_the_refused_key_overwrite_kept_the_old_key(outcomes: dict[str, Outcome]) -> None:
