@@ -66,33 +66,28 @@ def preflight(experiment: Experiment) -> None:
         from fedbench.server.fleet_view import FleetView
 
         FleetView(devices, experiment)  # draws the population: its trace files are read here
+    if experiment.app is not None and not experiment.app.own_strategy:
+        raise FedbenchError(
+            f"algorithm=: app {experiment.app.name} aggregates with the strategy its own "
+            "ServerApp starts (fedbench runs the app's loop as flwr run does); drop "
+            "algorithm=, or change the strategy in the app"
+        )
     if experiment.app is not None:
         # The app brings its own model and data. Its ServerApp runs once up to its first
-        # send, as the server will: an app that fails at start is refused here, before the
-        # run folder exists, rather than as a traceback from inside the run.
+        # send (its evaluate_fn scores the initial model on the way): an app that fails
+        # at start is refused here, before the run folder exists, not from inside the run.
         from flwr.clientapp import ClientApp
 
-        from fedbench.server.capture import capture
+        from fedbench.server.capture import first_send
 
         experiment.app.load(experiment.app.clientapp, ClientApp, "clientapp")  # importable?
         flwr_logger = logging.getLogger("flwr")  # its strategy's banner is not ours to print
         level = flwr_logger.level
         flwr_logger.setLevel(logging.ERROR)
         try:
-            captured = capture(experiment.app, len(devices))
+            first_send(experiment.app, selector.clients_per_round)
         finally:
             flwr_logger.setLevel(level)
-        if captured.evaluate_fn is not None:
-            # The round loop scores the initial model as round 0 with the app's evaluate_fn
-            # (the capture leaves it out): one that cannot is refused here, not in the run.
-            from fedbench.experiment.app import app_failure
-
-            app = experiment.app
-            try:
-                captured.evaluate_fn(0, captured.arrays)
-            except Exception as exc:  # the app's own code
-                where = f"its ServerApp {app.serverapp!r} (evaluate_fn at round 0)"
-                raise app_failure(app.name, where, exc) from None
         return
     try:
         build_model(experiment.model)

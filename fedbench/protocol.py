@@ -30,6 +30,9 @@ ERROR = "fedbench-error"  # why one device of a several-device call produced no 
 # In a reply: the train config keys a client half needs that the ClientApp never read
 # (fedbench.client.reads), as {"keys": [...]}.
 UNREAD = "fedbench-unread"
+# A user app's per-device `context.state`, carried with the device's messages and
+# replies as records "fedbench-context/<name>" (fedbench.client.mod, fedbench.server.app_loop).
+CONTEXT_PREFIX = "fedbench-context/"
 # A reply for several devices holds each device's records as "<device index>:<name>".
 GROUP_SEPARATOR = ":"
 ARRAYS = "arrays"  # Flower's default ArrayRecord key (FedAvg's arrayrecord_key)
@@ -132,6 +135,22 @@ def tasks_from(record: ConfigRecord) -> list[TrainTask]:
         return tasks
     except (KeyError, TypeError, ValueError) as exc:
         raise FedbenchError(f"malformed server message: bad train task ({exc})") from None
+
+
+def context_records(state: RecordDict) -> dict[str, object]:
+    """A device's context.state as records of a message (under CONTEXT_PREFIX)."""
+    return {CONTEXT_PREFIX + name: record for name, record in state.items()}
+
+
+def split_context(content: RecordDict) -> tuple[RecordDict, RecordDict]:
+    """(the content without the carried context state, that state)."""
+    rest, state = RecordDict(), RecordDict()
+    for name, record in content.items():
+        if name.startswith(CONTEXT_PREFIX):
+            state[name[len(CONTEXT_PREFIX) :]] = record
+        else:
+            rest[name] = record
+    return rest, state
 
 
 def group_key(device_index: int, name: str) -> str:

@@ -74,6 +74,12 @@ def resumed_experiment(
             )
     stored["output_dir"] = str(folder)
     experiment = Experiment.from_config(stored, "")
+    if experiment.app is not None:
+        raise FedbenchError(
+            f"resume={folder}: the run ran the Flower app {experiment.app.name!r}, whose "
+            "ServerApp runs its own loop from its own start: fedbench cannot continue it "
+            "mid-way; start a new run (another hydra.run.dir)"
+        )
     check_checkpoint(folder, experiment, untrusted)
     return experiment
 

@@ -701,9 +701,12 @@ CASES: tuple[Case, ...] = (
     ),
     Case(
         "app-evaluate-raises",
-        "a user app's `evaluate_fn` raising in round 3 (the run ends `failed`, failure `app`)",
+        "a user app's `evaluate_fn` raising (refused before the run, naming the app's line)",
         lambda t: _evaluate_fn_raises(t),
-        ("app my-app: its evaluate_fn (round 3) raised KeyError: 'accuracy'",),
+        (
+            "app my-app: its ServerApp 'raising_server_app:app' raised KeyError at "
+            "raising_server_app.py:6: 'accuracy'",
+        ),
     ),
     Case(
         "app-import-raises",
@@ -789,14 +792,25 @@ CASES: tuple[Case, ...] = (
 
 
 def _evaluate_fn_raises(tmp: Path) -> object:
-    from flwr.app import ArrayRecord
+    """A ServerApp whose evaluate_fn raises as Strategy.start scores the initial model."""
+    from fedbench.experiment.app import AppConfig
+    from fedbench.server.capture import first_send
 
-    from fedbench.server.evaluation import AppEvaluation
-
-    def evaluate(server_round: int, arrays: ArrayRecord) -> None:
-        raise KeyError("accuracy")
-
-    return AppEvaluation(evaluate, "my-app")(3, ArrayRecord())
+    (tmp / "raising_server_app.py").write_text(
+        "from flwr.app import ArrayRecord\n"
+        "from flwr.serverapp import ServerApp\n"
+        "from flwr.serverapp.strategy import FedAvg\n"
+        "app = ServerApp()\n"
+        "def evaluate(server_round, arrays):\n"
+        "    raise KeyError('accuracy')\n"
+        "@app.main()\n"
+        "def main(grid, context):\n"
+        "    FedAvg().start(grid, ArrayRecord(), evaluate_fn=evaluate)\n"
+    )
+    app = AppConfig(
+        root=str(tmp), clientapp="x:app", serverapp="raising_server_app:app", name="my-app"
+    )
+    return first_send(app, 3)
 
 
 def _app_import_raises(tmp: Path) -> object:

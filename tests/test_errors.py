@@ -285,7 +285,11 @@ CASES: tuple[CliCase, ...] = (
     CliCase(
         "app-start-raises",
         (f"app={ROOT}/tests/apps/failing_start", "scenario=rounds"),
-        ("app failing-start-app: its ServerApp", "ValueError: evaluation data missing"),
+        (
+            "app failing-start-app: its ServerApp",
+            "raised ValueError at ",
+            ": evaluation data missing",
+        ),
     ),
     CliCase(
         "app-run-config-type",

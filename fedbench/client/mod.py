@@ -58,6 +58,8 @@ from fedbench.protocol import (
     STATE,
     TASK,
     UNREAD,
+    context_records,
+    split_context,
     state_record,
 )
 from fedbench.runtime.base import build_runtime
@@ -88,17 +90,36 @@ class DeviceMod:
         seat = seat_of(msg, context)
         if seat is None:
             return call_next(msg, context)
-        msg = _without_task(msg)
-        with seated(seat), _as_device(context, seat):
-            if msg.metadata.message_type.split(".")[0] != MessageType.TRAIN:
-                return capped_call(seat, context, lambda: call_next(msg, context))
-            load_algorithm(seat.experiment.algorithm.target)  # its client half's keys
-            msg, configs = tracked(msg)
-            reply = self._train(seat, msg, context, call_next)
-            missed = unread(configs)
-            if missed and reply.content.array_records:  # it trained, without them
-                reply.content[UNREAD] = ConfigRecord({"keys": missed})
-            return reply
+        routed = msg
+        msg, own = _without_task(msg)
+        if seat.experiment.app is None:
+            with seated(seat), _as_device(context, seat):
+                return self._handle(seat, msg, context, call_next)
+        # A user app's call is the device's own: its node id (the one the app's ServerApp
+        # addressed, which SecAgg+ keys its shares by) and its context.state, whichever
+        # node carries it; the reply goes back as the node's, as Flower's link checks.
+        msg.metadata.dst_node_id = seat.device.index + 1
+        with seated(seat), _as_device(context, seat, own):
+            reply = self._handle(seat, msg, context, call_next)
+            device_state = context.state
+        if reply.has_error():
+            return Message(reply.error, reply_to=routed)
+        content = RecordDict(dict(reply.content))
+        content.update(context_records(device_state))  # type: ignore[arg-type]
+        return Message(content, reply_to=routed)
+
+    def _handle(
+        self, seat: Seat, msg: Message, context: Context, call_next: ClientAppCallable
+    ) -> Message:
+        if msg.metadata.message_type.split(".")[0] != MessageType.TRAIN:
+            return capped_call(seat, context, lambda: call_next(msg, context))
+        load_algorithm(seat.experiment.algorithm.target)  # its client half's keys
+        msg, configs = tracked(msg)
+        reply = self._train(seat, msg, context, call_next)
+        missed = unread(configs)
+        if missed and reply.content.array_records:  # it trained, without them
+            reply.content[UNREAD] = ConfigRecord({"keys": missed})
+        return reply
 
     def _train(
         self, seat: Seat, msg: Message, context: Context, call_next: ClientAppCallable
@@ -167,9 +188,14 @@ device_mod = DeviceMod()
 
 
 @contextmanager
-def _as_device(context: Context, seat: Seat) -> Iterator[None]:
-    """The node's partition id and run config, as the seated device's, for the call."""
+def _as_device(context: Context, seat: Seat, state: RecordDict | None = None) -> Iterator[None]:
+    """The node's partition id, run config and (`state`) context state, as the seated
+    device's, for the call."""
     saved = dict(context.node_config), dict(context.run_config)
+    node_state, node_id = context.state, context.node_id
+    if state is not None:  # a user app's call: the device's own context, its node id included
+        context.state = state
+        context.node_id = seat.device.index + 1  # the id the app's ServerApp addressed
     context.node_config[PARTITION_ID] = seat.device.index
     context.node_config[NUM_PARTITIONS] = seat.num_devices
     accelerator = build_runtime(seat.experiment).worker_accelerator()
@@ -181,20 +207,22 @@ def _as_device(context: Context, seat: Seat) -> Iterator[None]:
     try:
         yield
     finally:
+        context.state, context.node_id = node_state, node_id
         context.node_config.clear()
         context.node_config.update(saved[0])
         context.run_config.clear()
         context.run_config.update(saved[1])
 
 
-def _without_task(msg: Message) -> Message:
-    """The message as the Flower strategy built it: fedbench's record taken out.
+def _without_task(msg: Message) -> tuple[Message, RecordDict]:
+    """The message as the Flower strategy built it, fedbench's records taken out, and the
+    device's context state it carried.
 
     A new message with the same metadata (the app replies to it as to the
     original); the original stays whole for whoever else reads it (the group).
     """
-    content = RecordDict({k: v for k, v in msg.content.items() if k != TASK})
-    return Message(metadata=copy.copy(msg.metadata), content=content)  # type: ignore[call-overload]
+    content, state = split_context(RecordDict({k: v for k, v in msg.content.items() if k != TASK}))
+    return Message(metadata=copy.copy(msg.metadata), content=content), state  # type: ignore[call-overload]
 
 
 def worker_name() -> str:

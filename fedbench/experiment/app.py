@@ -40,15 +40,32 @@ class AppError(FedbenchError):
         self.trace = trace
 
 
-def app_failure(app: str, what: str, exc: BaseException) -> AppError:
-    """`app <name>: <what> raised ValueError: <its message>`, with the traceback kept."""
+def app_failure(app: str, what: str, exc: BaseException, root: str | None = None) -> AppError:
+    """`app <name>: <what> raised ValueError at task.py:12: <its message>`, traceback kept.
+
+    `root`: the app's folder; the line named is the last one of the traceback in it.
+    """
     import traceback
 
     text = " ".join(str(exc).split()) or "(no message)"
+    at = _where_in(exc, root) if root else ""
     return AppError(
-        f"app {app}: {what} raised {type(exc).__name__}: {text[:300]}",
+        f"app {app}: {what} raised {type(exc).__name__}{at}: {text[:300]}",
         "".join(traceback.format_exception(exc)),
     )
+
+
+def _where_in(exc: BaseException, root: str) -> str:
+    """` at <file relative to root>:<line>` of the innermost frame in the app's folder."""
+    import traceback
+
+    folder = Path(root).resolve()
+    found = ""
+    for frame in traceback.extract_tb(exc.__traceback__):
+        path = Path(frame.filename).resolve()
+        if path.is_relative_to(folder):
+            found = f" at {path.relative_to(folder)}:{frame.lineno}"
+    return found
 
 
 # eq=False: hashed by identity, so a worker caches the app it loaded per decoded config.

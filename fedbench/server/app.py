@@ -62,13 +62,14 @@ from fedbench.server.fleet_strategy import FleetStrategy, check_minimums
 from fedbench.server.fleet_view import FleetView
 from fedbench.server.hooks import (
     AvailabilityHook,
+    CheckpointHook,
     LedgerHook,
     Signals,
     build_hooks,
     clock,
     progress,
 )
-from fedbench.server.loop import LoopParts
+from fedbench.server.loop import LoopParts, RoundLoop
 from fedbench.server.modes import build_mode
 from fedbench.server.resumable import check_resumable
 from fedbench.server.run import LoopState, Run, ServerHook
@@ -79,6 +80,7 @@ OVERRIDES_KEY = "fedbench-overrides"
 
 def run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, Any]:
     """Run (or, if run_dir holds a checkpoint, continue) one experiment."""
+    run_dir = run_dir.resolve()  # an app's ServerApp runs with the run folder as its cwd
     with RunLock(run_dir):
         return _run_server(grid, experiment, run_dir)
 
@@ -112,11 +114,14 @@ def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, 
                 task=task,
                 save=folder.save,
             )
-            state = folder.resume(run) or _start(side, parts.evaluator, folder.writer, run)
+            if experiment.app is None:
+                state = folder.resume(run) or _start(side, parts.evaluator, folder.writer, run)
+            else:  # the app's ServerApp makes, evaluates and aggregates its own model
+                state = LoopState(0, 0.0, 0, ArrayRecord())
             folder.writer.meta["warnings"] = run.warnings
             for hook in hooks:
                 hook.on_run_begin(run)
-            loop = build_mode(experiment).loop(parts)
+            loop = _loop(experiment, parts, rounds, folder.writer, run)
             task.advance(state.round)
             try:
                 loop.run(scenario.schedule(), state)
@@ -148,6 +153,8 @@ def _assemble(
 ) -> tuple[ServerSide, LoopParts]:
     """The app's server side and what the run mode's loop runs with: strategies, hooks, ..."""
     hooks = build_hooks(experiment)
+    if experiment.app is not None:  # an app's own loop cannot continue mid-way: no checkpoints
+        hooks = [h for h in hooks if not isinstance(h, CheckpointHook)]
     side = server_side(experiment, devices)
     ledger = Ledger(devices)
     view = FleetView(devices, experiment)  # the population is drawn once, here
@@ -268,19 +275,36 @@ class Folder:
         return summary
 
 
+def _loop(
+    experiment: Experiment, parts: LoopParts, rounds: int, writer: RunWriter, run: Run
+) -> RoundLoop:
+    """fedbench's own loop of the run mode, or the app's ServerApp on a FleetGrid."""
+    if experiment.app is None:
+        return build_mode(experiment).loop(parts)
+    from fedbench.server.app_loop import AppLoop
+
+    def day_zero(metrics: dict[str, float]) -> None:
+        _score_day_zero(metrics, writer, run, "the app's own")
+
+    return AppLoop(parts, experiment.app, rounds, day_zero, run.run_dir)
+
+
 def _start(side: ServerSide, evaluator: Evaluator, writer: RunWriter, run: Run) -> LoopState:
     """The initial model, scored as round (or day) 0."""
     arrays, how = side.initial_arrays()
     # Which pretrained weights day 0 started from: equal hashes, equal starting points.
     writer.provenance["initial_model_sha256"] = state_sha256(arrays.to_torch_state_dict())
-    first = evaluator(0, arrays)
+    _score_day_zero(evaluator(0, arrays), writer, run, how)
+    return LoopState(0, 0.0, 0, arrays)
+
+
+def _score_day_zero(first: dict[str, float], writer: RunWriter, run: Run, how: str) -> None:
     accuracy = accuracy_of(first)
     wall = time.perf_counter() - run.wall_start
     result = DayResult(0, 0, accuracy, loss_of(first), 0.0, wall, examples=examples_of(first))
     writer.day(result, accuracy_per_rate(first))
     shown = f"accuracy {100 * accuracy:.2f}%" if not math.isnan(accuracy) else "not evaluated"
     progress(f"{run.unit} 0: {shown} (initial model: {how})")
-    return LoopState(0, 0.0, 0, arrays)
 
 
 def _spread(values: list[float]) -> dict[str, float] | None:

@@ -30,13 +30,7 @@ from fedbench.runtime.base import build_runtime
 from fedbench.scenarios.base import Scenario, build_scenario
 from fedbench.scenarios.context import DataContext, data_context
 from fedbench.scenarios.pretrain import pretrained_state
-from fedbench.server.capture import Captured, capture
-from fedbench.server.evaluation import (
-    AppEvaluation,
-    Evaluator,
-    FederatedEvaluation,
-    TestSplitEvaluation,
-)
+from fedbench.server.evaluation import Evaluator, NoEvaluation, TestSplitEvaluation
 from fedbench.server.fleet_strategy import FleetStrategy
 from fedbench.server.fleet_view import FleetView
 from fedbench.server.submodels import SubmodelEvaluation, fit_rates, pretrained_at_rate
@@ -158,33 +152,27 @@ class ExampleCounts(Mapping[str, int]):
 
 
 class UserApp(ServerSide):
-    """A user's Flower app (`app=`): what its ServerApp would have started with."""
+    """A user's Flower app (`app=`): its ServerApp runs its own loop (fedbench.server.app_loop).
+
+    The app makes its initial model, aggregates with its own strategy and
+    evaluates as it chooses; nothing of that is fedbench's to build. What is
+    left here is what the server assembly asks of every app before the loop:
+    a stand-in strategy for the checks and records that name one.
+    """
 
     def __init__(self, experiment: Experiment, devices: Sequence[DeviceSpec]) -> None:
         assert experiment.app is not None
         self.experiment = experiment
-        self.captured: Captured = capture(experiment.app, len(devices))
-        self.arrays_key = self.captured.arrays_key
 
     def initial_arrays(self) -> tuple[ArrayRecord, str]:
-        return self.captured.arrays, "from the app's ServerApp"
+        return ArrayRecord(), "the app's ServerApp makes it"
 
     def algorithm(self) -> Strategy:
-        # The strategy the app starts, unless the command line names one.
-        app = self.experiment.app
-        if self.captured.strategy is not None and app is not None and app.own_strategy:
-            return self.captured.strategy
+        # Never aggregates: the app's own strategy does (docs/apps.md).
         return build_algorithm(self.experiment)
 
     def evaluator(self, grid: Grid, fleet: FleetStrategy, timeout_s: float) -> Evaluator:
-        if self.captured.evaluate_fn is not None:
-            app = self.experiment.app
-            threads = build_runtime(self.experiment).server_threads
-            return AppEvaluation(self.captured.evaluate_fn, app.name if app else "app", threads)
-        return FederatedEvaluation(grid, fleet, self.captured.evaluate_config, timeout_s)
-
-    def train_config(self) -> ConfigRecord:
-        return ConfigRecord(dict(self.captured.train_config))
+        return NoEvaluation()  # the app's loop evaluates; AppLoop records what it reports
 
 
 def server_side(experiment: Experiment, devices: Sequence[DeviceSpec]) -> ServerSide:

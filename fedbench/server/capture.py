@@ -1,144 +1,124 @@
-"""What a user's ServerApp would start with: its model, strategy, rounds and evaluation.
+"""Does a user's ServerApp start? Its `main` run up to its first send, before the run.
 
-A Flower app's ServerApp builds its initial model and a strategy and calls
-`strategy.start(grid, initial_arrays, num_rounds, timeout, train_config,
-evaluate_config, evaluate_fn)`. fedbench runs its own round loop instead
-(selection, the virtual clock, the records), so it runs the app's ServerApp
-once, with two stops:
-
-- while it runs, `Strategy.start` is wrapped: the wrapper binds the call's
-  arguments to the method's documented signature (the strategy object,
-  `num_rounds`, `train_config`, `evaluate_config`, `evaluate_fn`) and goes
-  on into Flower's own `start` without the evaluation (fedbench evaluates
-  the initial model itself);
-- the grid is a `CaptureGrid` that stops the app at its first send: the
-  messages give the initial weights, the ArrayRecord's name and, for an app
-  that sends without `Strategy.start`, the train config.
-
-Nothing of Flower's is read but its public signature, which
-tests/server/test_flower_couplings.py pins. An app whose ServerApp sends no
-training round cannot be run (a clear error says so).
+Preflight (fedbench.preflight) runs the app's ServerApp once on a
+`FirstSendGrid`: a Grid with `num_nodes` nodes that stops the app at its
+first send. The app builds its model, its strategy and its data, and
+`Strategy.start` scores the initial model with the app's `evaluate_fn`, as
+in the run; an app that fails there is one line before any run folder
+exists, rather than a failed run. Nothing of Flower's is patched: the grid
+is Flower's public interface, and the task identity a Message is stamped
+with (which only Flower's runtimes set) is set through its public setters
+for the call and put back after.
 """
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Iterable, Iterator
+import os
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
 
-from flwr.app import (
-    ArrayRecord,
-    ConfigRecord,
-    Context,
-    Message,
-    MessageType,
-    MetricRecord,
-    RecordDict,
-)
-from flwr.serverapp import Grid, ServerApp
-from flwr.serverapp.strategy import Strategy
+from flwr.app import Context, Message, RecordDict
+from flwr.serverapp import ServerApp
+from flwr.supercore.run import Run
 from flwr.supercore.task_identity import TaskIdentity
 
 from fedbench.errors import FedbenchError
 from fedbench.experiment.app import AppConfig, app_failure
+from fedbench.server.fleet_grid import MessageGrid
+
+# A strategy of flwr.serverapp.strategy that wants more nodes than it is offered asks for the
+# node ids once a second until they come (sample_nodes); Flower's legacy layer asks several
+# times to configure a round, quickly. Asks that go on this long before a send are a wait.
+WAITING_AFTER = 8  # asks
+WAITING_S = 6.0  # seconds since the first of them
 
 
-@dataclass(frozen=True)
-class Captured:
-    arrays: ArrayRecord  # the initial global model
-    arrays_key: str  # the ArrayRecord's name in the train messages
-    train_config: ConfigRecord  # what the app sends with every round (e.g. lr)
-    strategy: Strategy | None  # the strategy its ServerApp starts, if it uses Strategy.start
-    num_rounds: int | None
-    evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None
-    evaluate_config: ConfigRecord
+class Asks:
+    """Counts the node-id asks since the last send: `wait()` says when they are a wait."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.since = 0.0
+
+    def wait(self) -> bool:
+        if self.count == 0:
+            self.since = time.monotonic()
+        self.count += 1
+        return self.count > WAITING_AFTER and time.monotonic() - self.since > WAITING_S
+
+    def reset(self) -> None:
+        self.count = 0
 
 
-# The arguments of `Strategy.start` fedbench takes from an app, by their documented names.
-START_ARGUMENTS = ("self", "num_rounds", "train_config", "evaluate_config", "evaluate_fn")
+class TooFewNodes(FedbenchError):
+    def __init__(self, offered: int) -> None:
+        super().__init__(
+            f"its strategy waits for more than the {offered} node(s) fedbench offers a round "
+            f"(strategy.clients_per_round={offered}); give strategy.clients_per_round at least "
+            "its min_available_nodes / min_train_nodes"
+        )
 
 
-class _Stop(BaseException):
+class _FirstSend(BaseException):
     """Raised inside the app's ServerApp at its first send (BaseException: apps catch Exception)."""
 
     def __init__(self, messages: list[Message]) -> None:
-        super().__init__("captured")
+        super().__init__("first send")
         self.messages = messages
 
 
 @contextmanager
-def _start_arguments() -> Iterator[dict[str, Any]]:
-    """While it is open, `Strategy.start` puts its bound arguments into the yielded dict.
-
-    The call then goes on into Flower's own `start` (up to the first send, where
-    the CaptureGrid stops it), without `evaluate_fn`: evaluating the initial
-    model is the round loop's job, and an app's evaluation may take a while.
-    """
-    original = Strategy.start
-    signature = inspect.signature(original)
-    found: dict[str, Any] = {}
-
-    def start(self: Strategy, *args: Any, **kwargs: Any) -> Any:
-        bound = signature.bind(self, *args, **kwargs)
-        bound.apply_defaults()
-        found.update(bound.arguments)
-        config = bound.arguments["train_config"]
-        if isinstance(config, ConfigRecord):  # Flower's strategies write into the one they get
-            found["train_config"] = ConfigRecord(dict(config))
-        bound.arguments["evaluate_fn"] = None
-        return original(*bound.args, **bound.kwargs)
-
-    Strategy.start = start  # type: ignore[method-assign]
-    try:
-        yield found
-    finally:
-        Strategy.start = original  # type: ignore[method-assign]
-
-
-@contextmanager
 def _task_identity() -> Iterator[None]:
-    """A Flower Message takes its run and node ids from the process's TaskIdentity, which
-    only Flower's runtimes set; outside them (preflight, before any runtime starts) the
-    capture sets its own for the app's messages and puts the old ones back after."""
-    saved = (TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id)
-    if saved[1] is None:
+    """Outside Flower's runtimes a Message cannot be built without a run id: set one."""
+    try:
+        saved = (TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id)
+    except RuntimeError:  # not set: preflight runs before any runtime
+        saved = None
+    if saved is None:
         TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 0, 0, 0
     try:
         yield
     finally:
-        TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id = saved
+        if saved is None:  # as it was: unset
+            TaskIdentity.task_id = TaskIdentity.run_id = TaskIdentity.node_id = None  # type: ignore[assignment]
 
 
-class CaptureGrid(Grid):
-    """A grid with `num_nodes` nodes that records the first messages and stops the app."""
+class FirstSendGrid(MessageGrid):
+    """A grid with `num_nodes` nodes that stops the app at its first send."""
 
     def __init__(self, num_nodes: int) -> None:
         self.num_nodes = num_nodes
+        # Flower's legacy layer reads grid.run.run_id (an empty run is what it needs).
+        self._run: object = Run.create_empty(run_id=0)
+        self.asks = Asks()
+        self.thread = threading.get_ident()
+        self.sent: list[Message] | None = None
 
     def set_run(self, run: object) -> None:  # type: ignore[override]
         self._run = run
 
     @property
     def run(self) -> object:  # type: ignore[override]
-        return getattr(self, "_run", None)
-
-    def create_message(  # type: ignore[override]
-        self,
-        content: RecordDict,
-        message_type: str,
-        dst_node_id: int,
-        group_id: str,
-        ttl: float | None = None,
-    ) -> Message:
-        return Message(content, dst_node_id=dst_node_id, message_type=message_type, ttl=ttl)
+        return self._run
 
     def get_node_ids(self) -> Iterable[int]:
+        # Flower's legacy layer also polls from a thread of its own: the app's asks count.
+        mine = threading.get_ident() == self.thread
+        if mine and self.sent is not None:  # a legacy app that sent from a worker thread
+            raise _FirstSend(self.sent)
+        if mine and self.asks.wait():
+            raise TooFewNodes(self.num_nodes)
         return range(1, self.num_nodes + 1)
 
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        raise _Stop(list(messages))
+        # Flower's legacy layer pushes from its own threads, which catch this: the app's
+        # thread stops at its next ask, and `sent` keeps what came first.
+        self.sent = self.sent or list(messages)
+        raise _FirstSend(self.sent)
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
         return []
@@ -146,64 +126,58 @@ class CaptureGrid(Grid):
     def send_and_receive(
         self, messages: Iterable[Message], *, timeout: float | None = None
     ) -> Iterable[Message]:
-        raise _Stop(list(messages))
+        self.sent = self.sent or list(messages)  # also from the legacy layer's threads
+        raise _FirstSend(self.sent)
 
 
 def load_server_app(app: AppConfig) -> ServerApp:
     if app.serverapp is None:
         raise FedbenchError(
-            f"app={app.root}: its pyproject.toml names no serverapp; fedbench needs it for the "
-            "initial model (add [tool.flwr.app.components] serverapp)"
+            f"app={app.root}: its pyproject.toml names no serverapp; fedbench runs the app's "
+            "ServerApp (add [tool.flwr.app.components] serverapp)"
         )
     return app.load(app.serverapp, ServerApp, "serverapp")
 
 
-def capture(app: AppConfig, num_devices: int) -> Captured:
-    """Run the app's ServerApp up to its first training round and keep what it would send."""
+@contextmanager
+def working_directory(folder: Path) -> Iterator[None]:
+    """The app's relative paths (results.json, outputs/, checkpoints) inside `folder`.
+
+    The server's own writers hold absolute paths (fedbench.server.app resolves
+    the run folder first); the ClientApps run in processes of their own.
+    """
+    before = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def first_send(app: AppConfig, num_devices: int) -> list[Message]:
+    """Run the app's ServerApp up to its first send; the messages it sends first."""
     server_app = load_server_app(app)
     context = Context(
         run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config=dict(app.run_config)
     )
-    with _task_identity(), _start_arguments() as started:
+    grid = FirstSendGrid(num_devices)
+    # What the app writes on its way (a legacy app goes on past a failed send) is not the
+    # user's: it goes to a folder that is removed after.
+    with (
+        _task_identity(),
+        tempfile.TemporaryDirectory() as scratch,
+        working_directory(Path(scratch)),
+    ):
         try:
-            server_app(CaptureGrid(num_devices), context)
-        except _Stop as stop:
-            return _captured(app, stop, started)
+            server_app(grid, context)
+        except _FirstSend as stop:
+            return stop.messages
+        except TooFewNodes as exc:
+            raise FedbenchError(f"app {app.name}: {exc}") from None
         except Exception as exc:  # the app's own code (its model, data, evaluate_fn at round 0)
-            raise app_failure(app.name, f"its ServerApp {app.serverapp!r}", exc) from None
-    raise FedbenchError(
-        f"app serverapp {app.serverapp!r} returned without sending a training round"
-    )
-
-
-def _captured(app: AppConfig, stop: _Stop, started: dict[str, Any]) -> Captured:
-    train = [m for m in stop.messages if m.metadata.message_type.split(".")[0] == MessageType.TRAIN]
-    if not train:
-        raise FedbenchError(f"app serverapp {app.serverapp!r}: its first messages are not training")
-    content = train[0].content
-    arrays = list(content.array_records.items())
-    if len(arrays) != 1:
-        raise FedbenchError(
-            f"app serverapp {app.serverapp!r}: a train message with {len(arrays)} ArrayRecords; "
-            "fedbench aggregates exactly one model"
-        )
-    strategy = started.get("self")
-    given = started.get("train_config")
-    if isinstance(given, ConfigRecord):  # what the app hands Strategy.start: no strategy key yet
-        train_config = ConfigRecord(dict(given))
-    else:  # an app that sends by itself: its first message's config, less the round
-        configs = list(content.config_records.values())
-        train_config = ConfigRecord(dict(configs[0])) if configs else ConfigRecord()
-        train_config.pop("server-round", None)
-    evaluate_config = started.get("evaluate_config")
-    return Captured(
-        arrays=arrays[0][1],
-        arrays_key=arrays[0][0],
-        train_config=train_config,
-        strategy=strategy if isinstance(strategy, Strategy) else None,
-        num_rounds=started.get("num_rounds"),
-        evaluate_fn=started.get("evaluate_fn"),
-        evaluate_config=evaluate_config
-        if isinstance(evaluate_config, ConfigRecord)
-        else ConfigRecord(),
-    )
+            if grid.sent is None:
+                where = f"its ServerApp {app.serverapp!r}"
+                raise app_failure(app.name, where, exc, app.root) from None
+    if grid.sent is not None:
+        return grid.sent
+    raise FedbenchError(f"app serverapp {app.serverapp!r} returned without sending a message")

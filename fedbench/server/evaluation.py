@@ -2,11 +2,6 @@
 
 - `TestSplitEvaluation`: fedbench's own app - the model on the held-out test
   split, on the server (accuracy, loss);
-- `AppEvaluation`: a user's app whose ServerApp passes `evaluate_fn` to its
-  strategy (Flower's central evaluation): that function, unchanged;
-- `FederatedEvaluation`: the wrapped Flower strategy's own evaluation round
-  on the round's devices (its `configure_evaluate` / `aggregate_evaluate`),
-  for apps that evaluate on the clients (Flower's quickstarts);
 - `NoEvaluation`: nothing to score with.
 
 Each returns the metrics by name; `accuracy` and `loss` are found under the
@@ -17,22 +12,27 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
-from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
-from flwr.serverapp import Grid
+from flwr.app import ArrayRecord
 from torch import nn
 
 from fedbench.core.numerics import fixed_threads
 from fedbench.data.source import Tensors
-from fedbench.experiment.app import app_failure
-from fedbench.server.fleet_strategy import FleetStrategy
 from fedbench.train.loop import evaluate
 
-ACCURACY_KEYS: tuple[str, ...] = ("accuracy", "eval_acc", "eval_accuracy", "acc", "test_acc")
+ACCURACY_KEYS: tuple[str, ...] = (
+    "accuracy",
+    "eval_acc",
+    "eval_accuracy",
+    "acc",
+    "test_acc",
+    "central_acc",
+    "centralized_accuracy",
+)
 ACCURACY_AT = "accuracy@r"  # + a width rate: a submodel's accuracy (fedbench.server.submodels)
 EXAMPLES_KEY = "num_examples"  # Flower's name for it in an evaluation's MetricRecord
-LOSS_KEYS: tuple[str, ...] = ("loss", "eval_loss", "test_loss", "centralized_loss")
+LOSS_KEYS: tuple[str, ...] = ("loss", "eval_loss", "test_loss", "central_loss", "centralized_loss")
 
 
 class Evaluator(ABC):
@@ -59,43 +59,6 @@ class TestSplitEvaluation(Evaluator):
             loss, accuracy = evaluate(self.model, self.test)
         # The split's size bounds what a change in accuracy can mean (binomial error).
         return {"accuracy": accuracy, "loss": loss, EXAMPLES_KEY: float(len(self.test))}
-
-
-class AppEvaluation(Evaluator):
-    def __init__(
-        self,
-        evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None],
-        app: str = "app",
-        threads: int = 1,
-    ) -> None:
-        self.evaluate_fn = evaluate_fn
-        self.app = app
-        self.threads = threads
-
-    def __call__(self, server_round: int, arrays: ArrayRecord) -> dict[str, float]:
-        try:
-            with fixed_threads(self.threads):
-                result = self.evaluate_fn(server_round, arrays)
-        except Exception as exc:  # the app's code: named as the app's, its traceback kept
-            raise app_failure(self.app, f"its evaluate_fn (round {server_round})", exc) from None
-        return _numbers(result)
-
-
-class FederatedEvaluation(Evaluator):
-    def __init__(self, grid: Grid, fleet: FleetStrategy, config: ConfigRecord, timeout_s: float):
-        self.grid = grid
-        self.fleet = fleet
-        self.config = config
-        self.timeout_s = timeout_s
-
-    def __call__(self, server_round: int, arrays: ArrayRecord) -> dict[str, float]:
-        config = ConfigRecord(dict(self.config))
-        messages = list(self.fleet.configure_evaluate(server_round, arrays, config, self.grid))
-        if not messages:
-            return {}
-        replies = self.grid.send_and_receive(messages, timeout=self.timeout_s)
-        good = [r for r in replies if not r.has_error()]
-        return _numbers(self.fleet.aggregate_evaluate(server_round, good) if good else None)
 
 
 def _numbers(metrics: Mapping[str, object] | None) -> dict[str, float]:

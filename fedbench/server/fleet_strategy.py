@@ -95,16 +95,31 @@ class FleetStrategy(Strategy):
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        start = self._started(server_round)
+        self._started(server_round)
         messages = self._from_inner(
             lambda offer: self.inner.configure_train(server_round, arrays, config, offer)
         )
+        return self.route_train(messages)
+
+    def route_train(self, messages: list[Message]) -> list[Message]:
+        """The round's train messages (one per device, addressed `device index + 1`) as
+        they go to the nodes, with their task records; `sent` lists whom they are for."""
+        start = self._started(self._round())
         routed = self._route(messages, start, with_state=True)
         self.sent = [
             Sent(device, msg, self.kinds[device.index], start.now_s, start.model_version, 0.0)
             for device, msg in routed
         ]
         return list({id(msg): msg for _, msg in routed}.values())
+
+    def route_one_each(self, messages: list[Message]) -> list[tuple[DeviceSpec, Message]]:
+        """Messages that are not the round's training (evaluation, a protocol's stages),
+        each to its device's node with a task record, one device a message."""
+        start = self._started(self._round())
+        return self._route(messages, start, with_state=False, group=False)
+
+    def _round(self) -> int:
+        return -1 if self.round_start is None else self.round_start.spec.round
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]

@@ -49,6 +49,7 @@ from fedbench.protocol import (
 from fedbench.server.defense import Defense, check_costs, distance, distance_outliers
 
 T = TypeVar("T")
+REFUSED = "refused: "  # what the defense refuses, as a reason begins
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class Reply:
     state: DeviceState | None  # the device's emulated state after the round
     instruction: Message
     unread: tuple[str, ...] = ()  # train config keys a client half needs, never read
+    content: RecordDict | None = None  # the device's reply as its ClientApp wrote it
 
     def as_message(self) -> Message:
         """The clean update as a reply to its instruction (what a Flower strategy aggregates)."""
@@ -87,8 +89,15 @@ def read_replies(
     arrays_key: str,
     received_at: Mapping[str, float] | None = None,
     defense: Defense | None = None,
+    as_is: bool = False,
 ) -> list[Reply]:
-    """One Reply per sent message, in device order."""
+    """One Reply per sent message, in device order.
+
+    `as_is`: a user app's own strategy reads the replies (fedbench.server.app_loop), so a
+    reply that is not in the Message API's update shape (SecAgg+'s masked vectors, a
+    legacy FitRes) is accepted with its costs and its update unchecked; a claim the
+    defense refuses (a false example count) is still refused.
+    """
     by_id = {r.metadata.reply_to_message_id: r for r in replies}
     received_at = received_at or {}
     defense = defense or Defense()
@@ -118,7 +127,9 @@ def read_replies(
             )
             continue
         arrived = received_at.get(s.message.metadata.message_id, time.time())
-        out.append(_read(s, base, content, error, global_arrays, arrays_key, arrived, defense))
+        out.append(
+            _read(s, base, content, error, global_arrays, arrays_key, arrived, defense, as_is)
+        )
     return sorted(_refuse_outliers(out, global_arrays, defense), key=lambda r: r.device.name)
 
 
@@ -205,6 +216,7 @@ def _read(
     arrays_key: str,
     arrived: float,
     defense: Defense,
+    as_is: bool = False,
 ) -> Reply:
     def refuse(status: str, reason: str, report: RoundReport = base) -> Reply:
         return Reply(s.device, report.with_status(status, reason[:500]), None, None, s.message)
@@ -243,6 +255,9 @@ def _read(
     # (algorithm=heterofl, fjord, fedrolex: fedbench.algorithms.submodels).
     reference = _sent_arrays(s.message, arrays_key) or global_arrays
     update, problem = _update(content, reference, arrays_key, defense.examples_bound(s.device.name))
+    if update is None and as_is and not problem.startswith(REFUSED):
+        report = replace(report, reason=_join(report.reason, f"update not checked: {problem}"))
+        return Reply(s.device, report, None, state, s.message, _unread(configs), content)
     if update is None:
         return Reply(
             s.device,
@@ -253,7 +268,7 @@ def _read(
         )
     if problem:  # what was left out of the update
         report = replace(report, reason=_join(report.reason, problem))
-    return Reply(s.device, report, update, state, s.message, _unread(configs))
+    return Reply(s.device, report, update, state, s.message, _unread(configs), content)
 
 
 def _unread(configs: Mapping[str, ConfigRecord]) -> tuple[str, ...]:
@@ -329,10 +344,10 @@ def _update(
     if n is None:
         return None, f"malformed reply: no '{NUM_EXAMPLES}' metric"
     if not (n >= 1 and float(n).is_integer()):
-        return None, f"refused: '{NUM_EXAMPLES}'={n!r} is not a positive integer"
+        return None, f"{REFUSED}'{NUM_EXAMPLES}'={n!r} is not a positive integer"
     if n > max_examples:
         return None, (
-            f"refused: '{NUM_EXAMPLES}'={n:g} exceeds the {max_examples} examples this device holds"
+            f"{REFUSED}'{NUM_EXAMPLES}'={n:g} exceeds the {max_examples} examples this device holds"
         )
     clean_arrays, problem = conform(arrays, global_arrays)
     if clean_arrays is None:

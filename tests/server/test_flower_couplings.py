@@ -4,7 +4,10 @@ fedbench composes with Flower at its public seams only; two of them rest on
 facts about Flower's behaviour rather than on an interface, and these tests
 hold those facts (pyproject.toml states the Flower range they pass on):
 
-- fedbench.server.capture binds `Strategy.start`'s documented arguments;
+- fedbench.server.app_metrics reads what an app's strategy computes on the
+  server from the log calls of `Strategy.start` and the legacy DefaultWorkflow;
+- fedbench.server.app_loop and fedbench.client.mod build and readdress messages
+  with Flower's public Metadata and its `dst_node_id` setter;
 - fedbench.server.offer knows how many nodes a strategy waits for from its
   settings, and that a strategy reads the node ids twice per configure call
   (a third read is a wait).
@@ -19,13 +22,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.server.workflow import default_workflows
 from flwr.serverapp import Grid
 from flwr.serverapp import strategy as flower
 from flwr.serverapp.strategy import FedAvg, Strategy
 
 from fedbench.experiment.app import load_app
-from fedbench.server.capture import START_ARGUMENTS, capture
+from fedbench.server.app_metrics import LEGACY_CENTRAL, TEMPLATES, flower_metrics
+from fedbench.server.capture import first_send
 from fedbench.server.offer import ASKS_PER_CONFIGURE, Offer, TooFewDevices, demand
 from fedbench.server.run import LoopState
 from tests.helpers import task_identity
@@ -48,39 +53,120 @@ def _strategy(cls: type[FedAvg], **settings: int) -> FedAvg:
     return cls(**settings, **REQUIRED.get(cls.__name__, {}))  # type: ignore[arg-type]
 
 
-def test_strategy_start_still_takes_the_arguments_capture_binds() -> None:
-    names = list(inspect.signature(Strategy.start).parameters)
-    missing = [n for n in START_ARGUMENTS if n not in names]
-    assert not missing, (
-        f"Flower's Strategy.start no longer takes {missing} (it takes {names}); "
-        "fedbench.server.capture binds them by name to learn what a user's ServerApp starts"
-    )
-
-
-def test_capture_reads_what_the_apps_server_app_hands_strategy_start() -> None:
+def test_first_send_runs_the_apps_server_app_up_to_its_first_training() -> None:
     task_identity()  # Flower stamps the messages it builds
-    app = load_app(str(APP), {})
-    captured = capture(app, num_devices=4)
-    assert isinstance(captured.strategy, FedAvg)
-    assert captured.num_rounds == 3
-    assert dict(captured.train_config) == {"lr": 0.05}  # the app's config, no strategy key
-    assert captured.arrays_key == "arrays" and "fc1.weight" in captured.arrays
-    assert Strategy.start.__qualname__ == "Strategy.start"  # Flower's own method, put back
+    messages = first_send(load_app(str(APP), {}), num_devices=4)
+    assert len(messages) == 4 and {m.metadata.message_type for m in messages} == {"train"}
+    arrays = messages[0].content.array_records
+    assert list(arrays) == ["arrays"] and "fc1.weight" in arrays["arrays"]
+    assert Strategy.start.__qualname__ == "Strategy.start"  # Flower's own, never patched
 
 
-def test_capture_runs_an_app_where_no_flower_runtime_set_the_task_identity() -> None:
-    """Preflight captures a user's ServerApp in the driver, where Flower set no
-    TaskIdentity, yet Flower's Message reads it; the capture sets one and puts it back."""
+def test_first_send_runs_an_app_where_no_flower_runtime_set_the_task_identity() -> None:
+    """Preflight runs a user's ServerApp in the driver, where Flower set no TaskIdentity,
+    yet Flower's Message reads it; the public setters set one and put it back unset."""
     from flwr.supercore.task_identity import TaskIdentity
 
     saved = (TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id)
     TaskIdentity._task_id = TaskIdentity._run_id = TaskIdentity._node_id = None
     try:
-        captured = capture(load_app(str(APP), {}), num_devices=4)
-        assert captured.num_rounds == 3
+        assert len(first_send(load_app(str(APP), {}), num_devices=4)) == 4
         assert TaskIdentity._run_id is None  # put back as it was found
     finally:
         TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id = saved
+
+
+class _Answering(Grid):
+    """Replies to every message with what FedAvg aggregates (3 examples, accuracy 0.5)."""
+
+    def set_run(self, run: object) -> None:  # type: ignore[override]
+        pass
+
+    @property
+    def run(self) -> object:  # type: ignore[override]
+        return None
+
+    def create_message(self, *args: object, **kwargs: object) -> Message:  # type: ignore[override]
+        raise NotImplementedError
+
+    def get_node_ids(self) -> Iterable[int]:
+        return [1, 2]
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        raise NotImplementedError
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        raise NotImplementedError
+
+    def send_and_receive(
+        self, messages: Iterable[Message], *, timeout: float | None = None
+    ) -> Iterable[Message]:
+        out = []
+        for m in messages:
+            content = RecordDict({"metrics": MetricRecord({"num-examples": 3, "accuracy": 0.5})})
+            if m.metadata.message_type == "train":
+                content["arrays"] = m.content.array_records["arrays"]
+            out.append(Message(content, reply_to=m))
+        return out
+
+
+def test_strategy_start_logs_its_metric_records_as_app_metrics_reads_them() -> None:
+    """fedbench.server.app_metrics reads an app strategy's aggregates and evaluate_fn
+    results from Flower's log calls, by their templates and MetricRecord arguments."""
+    task_identity()
+    seen: list[tuple[str, dict[str, float]]] = []
+    with flower_metrics(lambda kind, values: seen.append((kind, dict(values)))):
+        FedAvg(fraction_evaluate=1.0, min_available_nodes=2).start(
+            _Answering(),
+            ArrayRecord({"arrays": Array(np.zeros(3, dtype=np.float32))}),
+            num_rounds=1,
+            evaluate_fn=lambda r, a: MetricRecord({"central_acc": 0.25 + r}),
+        )
+    assert [kind for kind, _ in seen] == ["initial", "aggregated", "aggregated", "central"], (
+        f"Flower's Strategy.start no longer logs {TEMPLATES} as fedbench reads them: {seen}"
+    )
+    assert seen[0][1] == {"central_acc": 0.25} and seen[-1][1] == {"central_acc": 1.25}
+    assert seen[2][1]["accuracy"] == 0.5  # the federated evaluation's aggregate
+
+
+def test_the_legacy_workflow_logs_central_evaluation_as_app_metrics_reads_it() -> None:
+    import logging
+
+    from flwr.common.logger import FLOWER_LOGGER
+
+    seen: list[tuple[str, dict[str, float]]] = []
+    with flower_metrics(lambda kind, values: seen.append((kind, dict(values)))):
+        FLOWER_LOGGER.log(logging.INFO, LEGACY_CENTRAL, 2, 0.75, {"central_acc": 0.5}, 3.0)
+    assert seen == [("central", {"central_acc": 0.5, "loss": 0.75})]
+    source = inspect.getsource(default_workflows)
+    assert '"fit progress: (%s, %s, %s, %s)"' in source, (
+        "Flower's DefaultWorkflow no longer logs its central evaluation as fedbench reads it"
+    )
+    assert '"initial parameters (loss, other metrics): %s, %s"' in source
+
+
+def test_a_reply_can_be_built_from_public_metadata_and_a_message_readdressed() -> None:
+    """fedbench.server.app_loop builds the app's replies with Flower's public Metadata and
+    fedbench.client.mod gives an app's message its device's node id (a public setter)."""
+    from flwr.app import Metadata
+
+    task_identity()
+    meta = Metadata(
+        run_id=1,
+        message_id="m",
+        src_node_id=7,
+        dst_node_id=1,
+        reply_to_message_id="a",
+        group_id="1",
+        created_at=0.0,
+        ttl=60.0,
+        message_type="train",
+    )
+    reply = Message(metadata=meta, content=RecordDict())  # type: ignore[call-overload]
+    assert reply.metadata.src_node_id == 7 and reply.metadata.reply_to_message_id == "a"
+    sent = Message(RecordDict(), dst_node_id=5, message_type="train")
+    sent.metadata.dst_node_id = 3
+    assert sent.metadata.dst_node_id == 3
 
 
 @pytest.mark.parametrize("cls", SAMPLING, ids=lambda c: c.__name__)
