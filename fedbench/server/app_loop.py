@@ -36,7 +36,6 @@ is stopped as it begins the next round.
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 import uuid
@@ -179,7 +178,7 @@ class AppLoop(RoundLoop):
             self._next_round()
         assert self.open is not None
         if self.open.asks.wait():  # sample_nodes, waiting for more nodes
-            raise FedbenchError(f"app {self.app.name}: {TooFewNodes(len(self.fleet.picked))}")
+            raise TooFewNodes(self.app.name, len(self.fleet.picked))
         return [d + 1 for d in self.fleet.picked]
 
     def exchange(
@@ -288,11 +287,7 @@ class AppLoop(RoundLoop):
         routed = self.fleet.route_one_each(self._with_states(pairs))
         ids = {i for i in self.grid.push_messages([m for _, m in routed]) if i}
         waiting = time.perf_counter()
-        saved, self.timeout_s = self.timeout_s, min(self.timeout_s, timeout or math.inf)
-        try:
-            replies, _ = self.pull(ids, wait_for_all=True)
-        finally:
-            self.timeout_s = saved
+        replies, _ = self.pull(ids, wait_for_all=True, timeout_s=timeout)
         self.open.waited += time.perf_counter() - waiting
         device_of = {m.metadata.message_id: d.index for d, m in routed}
         replies = self._keep_states(replies, {i: [d] for i, d in device_of.items()})

@@ -55,9 +55,10 @@ class Asks:
 
 
 class TooFewNodes(FedbenchError):
-    def __init__(self, offered: int) -> None:
+    def __init__(self, app: str, offered: int) -> None:
         super().__init__(
-            f"its strategy waits for more than the {offered} node(s) fedbench offers a round "
+            f"app {app}: its strategy waits for more than the {offered} node(s) fedbench "
+            "offers a round "
             f"(strategy.clients_per_round={offered}); give strategy.clients_per_round at least "
             "its min_available_nodes / min_train_nodes"
         )
@@ -88,10 +89,11 @@ def _task_identity() -> Iterator[None]:
 
 
 class FirstSendGrid(MessageGrid):
-    """A grid with `num_nodes` nodes that stops the app at its first send."""
+    """A grid with `num_nodes` nodes that stops the app (named `app`) at its first send."""
 
-    def __init__(self, num_nodes: int) -> None:
+    def __init__(self, num_nodes: int, app: str) -> None:
         self.num_nodes = num_nodes
+        self.app = app
         # Flower's legacy layer reads grid.run.run_id (an empty run is what it needs).
         self._run: object = Run.create_empty(run_id=0)
         self.asks = Asks()
@@ -111,7 +113,7 @@ class FirstSendGrid(MessageGrid):
         if mine and self.sent is not None:  # a legacy app that sent from a worker thread
             raise _FirstSend(self.sent)
         if mine and self.asks.wait():
-            raise TooFewNodes(self.num_nodes)
+            raise TooFewNodes(self.app, self.num_nodes)
         return range(1, self.num_nodes + 1)
 
     def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
@@ -160,7 +162,7 @@ def first_send(app: AppConfig, num_devices: int) -> list[Message]:
     context = Context(
         run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config=dict(app.run_config)
     )
-    grid = FirstSendGrid(num_devices)
+    grid = FirstSendGrid(num_devices, app.name)
     # What the app writes on its way (a legacy app goes on past a failed send) is not the
     # user's: it goes to a folder that is removed after.
     with (
@@ -172,8 +174,8 @@ def first_send(app: AppConfig, num_devices: int) -> list[Message]:
             server_app(grid, context)
         except _FirstSend as stop:
             return stop.messages
-        except TooFewNodes as exc:
-            raise FedbenchError(f"app {app.name}: {exc}") from None
+        except TooFewNodes as exc:  # fedbench's refusal, raised inside the app's call
+            raise exc from None
         except Exception as exc:  # the app's own code (its model, data, evaluate_fn at round 0)
             if grid.sent is None:
                 where = f"its ServerApp {app.serverapp!r}"

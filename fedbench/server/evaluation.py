@@ -61,12 +61,6 @@ class TestSplitEvaluation(Evaluator):
         return {"accuracy": accuracy, "loss": loss, EXAMPLES_KEY: float(len(self.test))}
 
 
-def _numbers(metrics: Mapping[str, object] | None) -> dict[str, float]:
-    if not metrics:
-        return {}
-    return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}
-
-
 def accuracy_of(metrics: Mapping[str, float]) -> float:
     return next((metrics[k] for k in ACCURACY_KEYS if k in metrics), math.nan)
 

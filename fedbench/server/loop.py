@@ -154,11 +154,16 @@ class RoundLoop:
             return set()
         return {i for i in self.grid.push_messages(messages) if i}
 
-    def pull(self, ids: set[str], wait_for_all: bool) -> tuple[list[Message], dict[str, float]]:
-        """Replies to `ids`: all of them (or what came by the timeout), or the first to come."""
+    def pull(
+        self, ids: set[str], wait_for_all: bool, timeout_s: float | None = None
+    ) -> tuple[list[Message], dict[str, float]]:
+        """Replies to `ids`: all of them (or what came by the timeout), or the first to come.
+
+        `timeout_s`: a caller's own, shorter limit (an app's send_and_receive timeout).
+        """
         replies: list[Message] = []
         received_at: dict[str, float] = {}
-        end = time.monotonic() + self.timeout_s
+        end = time.monotonic() + min(self.timeout_s, timeout_s or math.inf)
         ids = set(ids)
         while ids and time.monotonic() < end:
             for reply in self.grid.pull_messages(ids):

@@ -393,11 +393,11 @@ def conform(arrays: ArrayRecord, reference: ArrayRecord) -> tuple[ArrayRecord | 
             out[key] = DecodedArray.of(array, values)
             continue
         if values.dtype.kind != want.kind and {values.dtype.kind, want.kind} != {"i", "u"}:
-            return None, f"refused: update '{key}' is {values.dtype}, the global model's is {want}"
+            return None, f"{REFUSED}update '{key}' is {values.dtype}, the global model's is {want}"
         with np.errstate(over="ignore", invalid="ignore"):
             values = values.astype(want)
         if values.dtype.kind == "f" and not np.all(np.isfinite(values)):
-            return None, f"refused: update has NaN/Inf in '{key}' (as {want})"
+            return None, f"{REFUSED}update has NaN/Inf in '{key}' (as {want})"
         out[key] = Array(np.array(values, order="C"))  # keeps 0-d arrays 0-d
     return out, ""
 
