@@ -114,14 +114,23 @@ def _venv_with(wheel: Path, where: Path) -> Path:
     ).stdout.strip()
     # A plain path line: the folder joins sys.path, its own .pth hooks (the editable
     # fedbench's finder among them) do not run.
+    # Every site folder this interpreter reads: a --system-site-packages venv's third-party
+    # packages live in the base interpreter's, not in the venv's own purelib.
     ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
+    ours |= {p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")}
     (Path(purelib) / "_fedbench_test_deps.pth").write_text("\n".join(sorted(ours)) + "\n")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps"]
-        + ["--no-index", "--disable-pip-version-check", str(wheel)],
-        check=True,
+    # --ignore-installed: the new venv sees this environment's packages, fedbench's own
+    # metadata among them, and pip would otherwise take "fedbench 0.1.0 is already
+    # installed" (a non-editable one, or one in a --system-site-packages venv) as done
+    # and put nothing into the new venv.
+    installed = subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps"]
+        + ["--ignore-installed", "--no-index", "--disable-pip-version-check", str(wheel)],
         capture_output=True,
+        text=True,
     )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    assert (where / "bin" / "fedbench").is_file(), installed.stdout + installed.stderr
     return where
 
 
