@@ -1,6 +1,6 @@
 """Oort: guided participant selection (Lai et al., OSDI'21, "Oort: Efficient
 Federated Learning via Guided Participant Selection"), after the authors'
-FedScale implementation.
+selector in FedScale (SymbioticLab/FedScale, thirdparty/oort/oort.py).
 
 Selection signal: statistical utility U_i = |B_i| * loss (the ledger's
 `utility`), times a system penalty (T / t_i)^alpha for devices whose expected
@@ -9,24 +9,64 @@ sqrt(0.1 ln(round) / last_round_i). Clients must send nothing beyond the
 standard RoundReport (num_examples, train_loss, round_trip_s).
 
 Per round, with exploration factor e (starts at `exploration`, multiplied by
-`exploration_decay` every round down to `exploration_min`):
+`exploration_decay` every round down to `exploration_min`), floor(e * k)
+places go to exploration and the rest to exploitation (FedScale's split):
 
-- exploitation, (1 - e) * k devices among those picked before: the score
+- exploitation, among devices picked before: the score
   S_i = ((min(U_i, clip) - U_min) / (clip - U_min) + staleness_i) * penalty_i,
   with `clip` the `clip_percentile` of the known utilities (outliers - a
   device with a corrupt huge loss - must not take every round). Devices with
-  S_i >= `cut_off` x the k-th best score, and at least 10x as many as needed
-  (FedScale), are sampled without replacement with probability ~ S_i;
-- exploration, the rest, among devices never picked: without a utility yet,
-  they are ranked by speed alone, penalty_i from the measured or predicted
-  round time, and sampled ~ penalty_i from the `sample_window` x needed best.
+  S_i >= `cut_off` x the k-th best score, and at least 10x as many as needed,
+  are sampled without replacement with probability ~ S_i;
+- exploration, among devices never picked: without a utility yet, they are
+  ranked by speed alone, penalty_i from the measured or predicted round time,
+  and sampled ~ penalty_i from the `sample_window` x needed best.
 
 T is the `round_threshold` percentile of the expected round times of the
-fleet (measured, else the profile's prediction; 100 = no penalty). The
-optional pacer (`pacer_step` rounds) compares the summed utility of the
-last two windows: if it stalled (changed by <= 10%) it relaxes T by
-`pacer_delta` percentile points so slower, unexplored-utility devices get in;
-if it swung by >= 5x it tightens T again.
+fleet (measured, else the profile's prediction; 100 = no penalty). The pacer
+(every `pacer_step` rounds) compares the utility of the last two windows, per
+round the mean utility of the devices exploited the round before that
+trained: if it stalled (changed by <= 10%) it relaxes T by `pacer_delta`
+percentile points so slower devices get in; if it swung by >= 5x it tightens
+T again. With `blacklist_rounds` set, a device that has trained more than
+that many rounds is never picked again (the paper's guard against a few
+devices - possibly with corrupted data - dominating the model), at most
+`blacklist_max_len` of the fleet, the most-trained first.
+
+Differences from the paper and FedScale's selector, and why:
+
+- Statistical utility: |B_i| x |mean loss| instead of |B_i| sqrt(mean of
+  the squared per-sample losses): a client reports one mean loss, not its
+  per-sample losses (fedbench/ledger.py).
+- Normalisation: the clipped utility is scaled by (clip - U_min); FedScale
+  divides by (max - U_min) with the unclipped max, so one outlier shrinks
+  every device's statistical term below the staleness bonus - the outlier
+  the clip is there to neutralise would still steer selection.
+- The clip value and T are interpolated percentiles (numpy); FedScale takes
+  the sorted list's element at int(n x percentile).
+- Cut-off: `cut_off` x the score of the k-th best; FedScale's index points at
+  the (k+1)-th (and fails when no device is left past it).
+- A short side is filled from the other: with too few never-picked devices
+  the rest of the round is exploited (and the reverse); FedScale's selector
+  then returns fewer than k devices. Every fedbench strategy fills its round.
+- Exploration ranks by speed alone; FedScale multiplies the penalty by the
+  client's data size, which fedbench's server learns only from a report.
+- The first round explores by predicted speed; FedScale's first round is
+  uniformly random (it has no predictions before clients report).
+- The blacklist counts rounds trained (the ledger's `participation`), as
+  FedScale counts feedback reports; the paper says "selected".
+- "Picked before" is any pick (the ledger's `selected`); FedScale keeps a
+  client unexplored until its first report, so one that always times out is
+  re-explored. fedbench exploits it with no utility (staleness bonus only).
+- Defaults are the paper's and FedScale's (`OortParams`), except where the
+  sources disagree: `clip_percentile` 95 (the paper's example and its
+  artifact, SymbioticLab/Oort; FedScale's parser says 90), `cut_off` 0.95
+  (the paper's c = 95%; FedScale's parser has 0.05 next to a "95 percentile"
+  comment), `blacklist_rounds` off (FedScale's -1). Over-commitment is the
+  base option `overcommit` (0 by default, so strategies compare at equal
+  round size; FedScale's 1.3 is overcommit=0.3).
+- `alpha` is FedScale's `round_penalty` (its `exploration_alpha` only feeds
+  a log line).
 """
 
 from __future__ import annotations
@@ -46,19 +86,25 @@ from strategies.common import (
     weighted_sample,
 )
 
+OK = STATUS_CODE["ok"]
+
 
 @dataclass(frozen=True)
 class OortParams:
-    exploration: float = 0.9
+    """Oort's knobs: the one place their defaults are written (FedScale's names in brackets)."""
+
+    exploration: float = 0.9  # [exploration_factor]
     exploration_decay: float = 0.98
     exploration_min: float = 0.3
-    alpha: float = 2.0
+    alpha: float = 2.0  # [round_penalty]
     round_threshold: float = 30.0
-    clip_percentile: float = 98.0
-    cut_off: float = 0.95
+    clip_percentile: float = 95.0  # [clip_bound], as a percentile
+    cut_off: float = 0.95  # [cut_off_util]
     sample_window: float = 5.0
-    pacer_step: int | None = 20
+    pacer_step: int | None = 20  # None: no pacer
     pacer_delta: float = 5.0
+    blacklist_rounds: int | None = None  # None: no blacklist [-1]
+    blacklist_max_len: float = 0.3
 
     def __post_init__(self) -> None:
         check_number("exploration", self.exploration, 0.0, 1.0)
@@ -72,43 +118,83 @@ class OortParams:
         if self.pacer_step is not None:
             check_number("pacer_step", self.pacer_step, 1, 1e9, integer=True, meaning="or null")
         check_number("pacer_delta", self.pacer_delta, 0.0, 100.0)
+        if self.blacklist_rounds is not None:
+            check_number(
+                "blacklist_rounds", self.blacklist_rounds, 0, 1e9, integer=True, meaning="or null"
+            )
+        check_number("blacklist_max_len", self.blacklist_max_len, 0.0, 1.0, meaning="of the fleet")
+
+
+_P = OortParams  # the defaults below are read from here
 
 
 class Oort(SelectionStrategy):
     signals = ("train_loss",)  # its statistical utility: the loss the app reports
+    params: OortParams
 
     def __init__(
         self,
         clients_per_round: int,
         seed: int = 0,
         overcommit: float = 0.0,
-        exploration: float = 0.9,
-        exploration_decay: float = 0.98,
-        exploration_min: float = 0.3,
-        alpha: float = 2.0,
-        round_threshold: float = 30.0,
-        clip_percentile: float = 98.0,
-        cut_off: float = 0.95,
-        sample_window: float = 5.0,
-        pacer_step: int | None = 20,
-        pacer_delta: float = 5.0,
+        exploration: float = _P.exploration,
+        exploration_decay: float = _P.exploration_decay,
+        exploration_min: float = _P.exploration_min,
+        alpha: float = _P.alpha,
+        round_threshold: float = _P.round_threshold,
+        clip_percentile: float = _P.clip_percentile,
+        cut_off: float = _P.cut_off,
+        sample_window: float = _P.sample_window,
+        pacer_step: int | None = _P.pacer_step,
+        pacer_delta: float = _P.pacer_delta,
+        blacklist_rounds: int | None = _P.blacklist_rounds,
+        blacklist_max_len: float = _P.blacklist_max_len,
     ) -> None:
         super().__init__(clients_per_round, seed, overcommit)
-        self.params = OortParams(
-            exploration,
-            exploration_decay,
-            exploration_min,
-            alpha,
-            round_threshold,
-            clip_percentile,
-            cut_off,
-            sample_window,
-            pacer_step,
-            pacer_delta,
+        self.start(
+            OortParams(
+                exploration=exploration,
+                exploration_decay=exploration_decay,
+                exploration_min=exploration_min,
+                alpha=alpha,
+                round_threshold=round_threshold,
+                clip_percentile=clip_percentile,
+                cut_off=cut_off,
+                sample_window=sample_window,
+                pacer_step=pacer_step,
+                pacer_delta=pacer_delta,
+                blacklist_rounds=blacklist_rounds,
+                blacklist_max_len=blacklist_max_len,
+            )
         )
-        self.exploration = float(exploration)
-        self.round_threshold = float(round_threshold)
-        self.util_history: list[float] = []  # summed utility per round, last 2 pacer windows
+
+    def start(self, params: OortParams) -> None:
+        """Take the checked parameters and reset the state they start (a subclass's too)."""
+        self.params = params
+        self.exploration = float(params.exploration)
+        self.round_threshold = float(params.round_threshold)
+        self.util_history: list[float] = []  # pacer signal per round, last 2 windows
+        # The last call's exploitation picks and its round: the next pacer step's signal.
+        self.exploited = np.empty(0, dtype=np.int64)
+        self.exploited_round = 0
+
+    def eligible(self, ledger: Ledger, now_s: float) -> np.ndarray:
+        idx = super().eligible(ledger, now_s)
+        banned = self.blacklist(ledger)
+        return idx[~np.isin(idx, banned)] if len(banned) else idx
+
+    def blacklist(self, ledger: Ledger) -> np.ndarray:
+        """Devices that trained more than `blacklist_rounds` rounds, most-trained first, capped."""
+        limit = self.params.blacklist_rounds
+        if limit is None:
+            return np.empty(0, dtype=np.int64)
+        over = np.flatnonzero(ledger.participation > limit)
+        # The cap keeps a long run from blacklisting the whole fleet (FedScale's backup).
+        cap = int(self.params.blacklist_max_len * len(ledger))
+        if len(over) > cap:
+            order = np.argsort(-ledger.participation[over], kind="stable")
+            over = over[order[:cap]]
+        return over
 
     def choose(
         self, ledger: Ledger, eligible: np.ndarray, k: int, server_round: int, now_s: float
@@ -119,13 +205,24 @@ class Oort(SelectionStrategy):
         self.exploration = max(self.exploration * p.exploration_decay, p.exploration_min)
         seen = ledger.selected[eligible] > 0
         explored, unexplored = eligible[seen], eligible[~seen]
-        n_explore = min(len(unexplored), k - min(int(k * (1.0 - self.exploration)), len(explored)))
-        n_exploit = min(k - n_explore, len(explored))
+        n_exploit, n_explore = self.split(k, len(explored), len(unexplored))
         exploit = self._exploit(ledger, explored, n_exploit, server_round, preferred)
+        self.exploited, self.exploited_round = exploit, server_round
         weights = self.explore_weights(ledger, unexplored, preferred)
         window = top_k(weights, int(np.ceil(p.sample_window * n_explore)), self.rng)
         explore = window[weighted_sample(self.rng, weights[window], n_explore)]
         return np.concatenate([exploit, unexplored[explore]])
+
+    def split(self, k: int, explored: int, unexplored: int) -> tuple[int, int]:
+        """(exploit, explore) counts: floor(e k) explore, as FedScale; a short side is filled."""
+        # Rounded first so that 10 * 0.3 = 3.0000000000000004 stays 3 and 2.9999... is not 2.
+        wanted = int(round(k * self.exploration, 9))
+        explore = min(unexplored, k - min(k - wanted, explored))
+        return min(k - explore, explored), explore
+
+    def statistical_utility(self, ledger: Ledger, idx: np.ndarray) -> np.ndarray:
+        """U_i of devices `idx` (NaN: none yet); EAFL blends the battery in here."""
+        return ledger.utility[idx]
 
     def penalty(self, ledger: Ledger, idx: np.ndarray, preferred: float) -> np.ndarray:
         """(T / t)^alpha where the expected round time t exceeds T, else 1 (also if t unknown)."""
@@ -139,7 +236,7 @@ class Oort(SelectionStrategy):
         self, ledger: Ledger, idx: np.ndarray, server_round: int, preferred: float
     ) -> np.ndarray:
         """Oort's S_i for devices picked before (non-negative)."""
-        u = ledger.utility[idx]
+        u = self.statistical_utility(ledger, idx)
         known = np.isfinite(u) & (u > 0)
         norm = np.zeros(len(idx))
         if known.any():
@@ -172,12 +269,22 @@ class Oort(SelectionStrategy):
         t = t[np.isfinite(t)]
         return float(np.percentile(t, self.round_threshold)) if len(t) else float("inf")
 
+    def exploited_utility(self, ledger: Ledger) -> float:
+        """Mean utility of the last exploitation picks that have trained since (FedScale's).
+
+        Exploitation, not exploration: the pacer asks whether the devices T lets
+        in still pay, and freshly explored devices say nothing about that.
+        """
+        idx = self.exploited
+        done = (ledger.last_round[idx] >= self.exploited_round) & (ledger.last_status[idx] == OK)
+        u = np.nan_to_num(self.statistical_utility(ledger, idx[done]), nan=0.0)
+        return float(u.sum() / (len(u) + 1e-4))
+
     def _pace(self, ledger: Ledger, server_round: int) -> None:
         step = self.params.pacer_step
         if step is None or server_round < 2:  # nothing trained before round 1
             return
-        last = (ledger.last_round == server_round - 1) & (ledger.last_status == STATUS_CODE["ok"])
-        self.util_history.append(float(np.nansum(ledger.utility[last])))
+        self.util_history.append(self.exploited_utility(ledger))
         del self.util_history[: -2 * step]
         if len(self.util_history) < 2 * step or server_round % step:
             return
@@ -194,6 +301,8 @@ class Oort(SelectionStrategy):
             "exploration": self.exploration,
             "round_threshold": self.round_threshold,
             "util_history": list(self.util_history),
+            "exploited": self.exploited.tolist(),
+            "exploited_round": self.exploited_round,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -201,3 +310,6 @@ class Oort(SelectionStrategy):
         self.exploration = float(state["exploration"])
         self.round_threshold = float(state["round_threshold"])
         self.util_history = [float(x) for x in state["util_history"]]
+        # Absent from checkpoints written before the pacer read exploitation only.
+        self.exploited = np.asarray(state.get("exploited", []), dtype=np.int64)
+        self.exploited_round = int(state.get("exploited_round", 0))

@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+from dataclasses import fields
+
 import numpy as np
 import pytest
+import yaml
 
 from fedbench.errors import FedbenchError
 from fedbench.ledger import Ledger
+from fedbench.paths import conf_dir
 from strategies.oort import Oort
 from tests.strategies.ledgers import blank, trained
 
@@ -98,3 +102,63 @@ def test_pacer_tightens_when_utility_jumps() -> None:
 def test_bad_parameters(key: str, value: object) -> None:
     with pytest.raises(FedbenchError, match=f"strategy.{key} must be"):
         Oort(2, **{key: value})  # type: ignore[arg-type]
+
+
+def test_blacklists_devices_trained_more_than_blacklist_rounds() -> None:
+    ledger = blank(40)
+    trained(ledger, np.arange(40), 1)
+    ledger.participation[:5] = 4  # trained in 4 rounds: over the limit of 3
+    ledger.participation[5:10] = 3  # at the limit: still allowed
+    strategy = Oort(10, seed=0, blacklist_rounds=3, pacer_step=None)
+    assert strategy.blacklist(ledger).tolist() == [0, 1, 2, 3, 4]
+    counts = _counts(strategy, ledger, 50)
+    assert counts[:5].sum() == 0 and counts[5:10].sum() > 0
+    assert not set(range(5)) & set(strategy.eligible(ledger, 0.0).tolist())
+    assert len(Oort(10, seed=0).blacklist(ledger)) == 0  # off by default, as FedScale's
+
+
+def test_blacklist_is_capped_keeping_the_most_trained() -> None:
+    ledger = blank(20)
+    trained(ledger, np.arange(20), 1)
+    ledger.participation[:] = np.arange(20)  # device 19 trained most
+    strategy = Oort(2, blacklist_rounds=0, blacklist_max_len=0.25)
+    assert strategy.blacklist(ledger).tolist() == [19, 18, 17, 16, 15]  # 25% of 20
+    assert len(strategy.select(ledger, 2, 0.0)) == 2  # the rest still fill the round
+
+
+def test_exploration_takes_floor_e_k_places_as_fedscale() -> None:
+    ledger = blank(200)
+    trained(ledger, np.arange(100), 1)
+    ledger.round_trip_s[:] = 10.0
+    strategy = Oort(10, seed=0, pacer_step=None)
+    chosen = strategy.select(ledger, 2, 0.0)  # e = 0.9 x 0.98 = 0.882
+    assert (chosen >= 100).sum() == 8  # int(8.82) explored, 2 exploited
+    assert strategy.split(10, 1, 100) == (1, 9)  # one explored device: exploration fills
+
+
+def test_pacer_reads_the_utility_of_exploited_devices_only() -> None:
+    ledger = blank(40)
+    trained(ledger, np.arange(20), 1, loss=1.0)
+    strategy = Oort(10, seed=0, pacer_step=5, exploration=0.5, exploration_min=0.5)
+    chosen = strategy.select(ledger, 2, 0.0)
+    exploited = chosen[chosen < 20]
+    explored = chosen[chosen >= 20]
+    assert len(exploited) == 5 and len(explored) == 5
+    trained(ledger, exploited, 2, loss=1.0)  # utility 100 each
+    trained(ledger, explored, 2, loss=50.0)  # utility 5000 each: exploration's, not counted
+    assert strategy.exploited_utility(ledger) == pytest.approx(100.0, rel=1e-4)
+    strategy.select(ledger, 3, 0.0)
+    assert strategy.util_history[-1] == pytest.approx(100.0, rel=1e-4)
+
+
+def test_defaults_match_the_config_and_the_sources() -> None:
+    cfg = yaml.safe_load((conf_dir() / "strategy" / "oort.yaml").read_text())
+    params = Oort(2).params
+    for f in fields(params):
+        assert cfg[f.name] == getattr(params, f.name), f.name
+    assert params.clip_percentile == 95.0  # the paper's example, its artifact's clip_bound
+    assert (params.exploration, params.exploration_decay, params.exploration_min) == (
+        0.9,
+        0.98,
+        0.3,
+    )
