@@ -1,5 +1,5 @@
 """TiFL: tier-based selection (Chai et al., HPDC'20, "TiFL: A Tier-based
-Federated Learning System"), adaptive policy.
+Federated Learning System"), adaptive tier selection.
 
 Selection signal: response latency, for tiers, and the tiers' mean training
 loss, for which tier trains. Clients must send nothing beyond the standard
@@ -16,18 +16,38 @@ RoundReport (round_trip_s, train_loss).
   credits and at least k eligible devices; the chosen tier spends a credit.
   Credits (`credits` per tier) bound how often any one tier - in practice a
   slow one - is picked; once no candidate tier has credits left, all are
-  refilled (TiFL sizes credits for a fixed round budget; fedbench's runs
-  are open-ended). Every `interval` rounds the probabilities are re-ranked
-  from the tiers' mean training loss, the signal the paper takes from
-  per-tier test accuracy: the tier with the highest loss (worst accuracy)
-  gets weight n, the next n - 1, ..., the lowest 1, equal losses sharing a
-  weight (the paper's rank-proportional ChangeProbs, shifted so no tier's
-  probability is 0). A tier whose members never reported a loss ranks
-  highest, so it is tried - unless they were picked and never finished a
-  round (always past the deadline): then it ranks lowest.
+  refilled. Probabilities start equal. Every `interval` rounds, if the tier
+  trained last has not improved since the previous check (its mean loss did
+  not fall; the paper: its accuracy did not rise), they are re-ranked from
+  the tiers' mean training loss (ChangeProbs): the tier with the highest
+  loss (worst accuracy) gets weight n, the next n - 1, ..., the lowest 1,
+  equal losses sharing a weight. A tier whose members never reported a loss
+  ranks highest, so it is tried - unless they were picked and never
+  finished a round (always past the deadline): then it ranks lowest.
 - Within the tier: k eligible members uniformly at random. TiFL assumes
   tiers hold at least k devices; if none does, the k eligible devices whose
   latency rank is nearest the drawn tier's are taken instead.
+
+Differences from the paper, and why:
+
+- A tier's accuracy is the mean of its members' last reported training
+  losses (lower loss = higher accuracy): the paper evaluates the global
+  model on every tier's test data each round, which needs an evaluation
+  round trip to every tier that selection does not have. A tier not trained
+  for a while keeps its members' older, higher losses.
+- ChangeProbs' weights are n .. 1; the paper's (n - i) / D with
+  D = n(n - 1)/2 gives the most accurate tier probability 0. With losses
+  standing in for accuracy, a tier starved at 0 would never report again
+  and keep its stale rank for good.
+- Credits are refilled when spent: the paper sizes them for a fixed round
+  budget (its loop would spin once all are spent); fedbench's runs are
+  open-ended.
+- Profiling is on-line (measured round trips, else the profile's
+  prediction) and tiers follow measurements; the paper profiles every
+  client for a few rounds before training, and drops clients slower than
+  its time-out as dropouts. fedbench keeps predicted-infeasible devices in
+  the slowest tier (the round close times them out).
+- Tiers smaller than k: the nearest latencies are taken (above).
 """
 
 from __future__ import annotations
@@ -58,6 +78,10 @@ class TiFL(SelectionStrategy):
         slots = self.num_tiers + 1  # the last one: unprofiled devices
         self.credits = np.full(slots, self.credits_per_tier, dtype=np.int64)
         self.probs = np.full(slots, 1.0 / slots)
+        # The adaptive test: the tier trained last (-1: none yet) and every tier's mean
+        # loss at the previous check (+inf before any training: any loss is a fall).
+        self.last_tier = -1
+        self.checked = np.full(slots, np.inf)
 
     def tiers(self, ledger: Ledger) -> np.ndarray:
         """Tier of every device: 0 fastest .. num_tiers - 1 slowest, num_tiers unprofiled."""
@@ -73,7 +97,7 @@ class TiFL(SelectionStrategy):
     ) -> np.ndarray:
         tier = self.tiers(ledger)
         if server_round % self.interval == 0:
-            self._rerank(ledger, tier)
+            self._adapt(ledger, tier)
         members = np.bincount(tier[eligible], minlength=self.num_tiers + 1)
         big = members >= k
         if not (big & (self.credits > 0)).any():
@@ -84,27 +108,41 @@ class TiFL(SelectionStrategy):
         weights = weights if weights.sum() > 0 else allowed.astype(np.float64)
         chosen = int(self.rng.choice(len(weights), p=weights / weights.sum()))
         self.credits[chosen] = max(self.credits[chosen] - 1, 0)  # fallback tiers may have none
+        self.last_tier = chosen
         inside = eligible[tier[eligible] == chosen]
         if len(inside) >= k:
             return self.rng.choice(inside, size=k, replace=False)
         return self._nearest(ledger, eligible, tier, chosen, k)
 
-    def _rerank(self, ledger: Ledger, tier: np.ndarray) -> None:
+    def _adapt(self, ledger: Ledger, tier: np.ndarray) -> None:
+        """The adaptive check: re-rank unless the tier trained last improved since the last."""
+        mean = self.tier_loss(ledger, tier)
+        last = self.last_tier
+        # A tier whose devices never finish (-inf) has not improved, whatever it was.
+        improved = last >= 0 and bool(np.isfinite(mean[last]) and mean[last] < self.checked[last])
+        self.checked = mean
+        if not improved:
+            self.probs = self._change_probs(mean, np.bincount(tier, minlength=len(mean)) > 0)
+
+    def tier_loss(self, ledger: Ledger, tier: np.ndarray) -> np.ndarray:
+        """Mean last reported loss per tier (+inf: none yet; -inf: picked, never finished)."""
         loss = ledger.train_loss
         known = np.isfinite(loss)
         slots = self.num_tiers + 1
         total = np.bincount(tier[known], weights=loss[known], minlength=slots)
         count = np.bincount(tier[known], minlength=slots)
-        present = np.bincount(tier, minlength=slots) > 0
         # A tier without losses is tried first (+inf) unless its devices were
         # picked and never finished a round (always late or failing): then last.
         tried = np.bincount(tier[ledger.selected > 0], minlength=slots) > 0
-        mean = np.where(count > 0, total / np.maximum(count, 1), np.where(tried, -np.inf, np.inf))
-        # Weight 1 + number of tiers with a strictly lower loss: equal tiers share one.
+        return np.where(count > 0, total / np.maximum(count, 1), np.where(tried, -np.inf, np.inf))
+
+    @staticmethod
+    def _change_probs(mean: np.ndarray, present: np.ndarray) -> np.ndarray:
+        """ChangeProbs: weight 1 + number of tiers with a strictly lower loss, normalised."""
         lower = (mean[present][None, :] < mean[present][:, None]).sum(axis=1)
-        weights = np.zeros(slots)
-        weights[present] = 1.0 + lower
-        self.probs = weights / weights.sum()
+        weights = np.zeros(len(mean))
+        weights[present] = 1.0 + lower  # equal losses share one weight
+        return weights / weights.sum()
 
     def _nearest(
         self, ledger: Ledger, eligible: np.ndarray, tier: np.ndarray, chosen: int, k: int
@@ -121,9 +159,14 @@ class TiFL(SelectionStrategy):
             **super().state_dict(),
             "credits": self.credits.tolist(),
             "probs": self.probs.tolist(),
+            "last_tier": self.last_tier,
+            "checked": self.checked.tolist(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
         self.credits = np.asarray(state["credits"], dtype=np.int64)
         self.probs = np.asarray(state["probs"], dtype=np.float64)
+        # Absent from checkpoints written before the adaptive check: re-rank at the next.
+        self.last_tier = int(state.get("last_tier", -1))
+        self.checked = np.asarray(state.get("checked", np.full(len(self.probs), np.inf)))

@@ -80,3 +80,20 @@ def test_too_small_tiers_take_the_nearest_latencies() -> None:
     chosen = TiFL(6, seed=0, num_tiers=5).select(ledger, 1, 0.0)
     ranks = np.argsort(np.argsort(ledger.pred_latency_s))[chosen]
     assert len(chosen) == 6 and ranks.max() - ranks.min() == 5  # a contiguous latency window
+
+
+def test_probabilities_change_only_when_the_last_tier_stops_improving() -> None:
+    """At each interval, re-rank only if the tier trained last did not improve (the paper)."""
+    ledger = _fleet()
+    strategy = TiFL(5, seed=0, num_tiers=5, interval=2, credits=1000)
+    tier = strategy.tiers(ledger)
+    trained(ledger, np.arange(100), 1, loss=np.where(tier == 3, 4.0, 1.0))
+    uniform = np.full(6, 1.0 / 6)
+    for r in (1, 3):
+        strategy.select(ledger, r, 0.0)
+        ledger.train_loss[tier == strategy.last_tier] *= 0.9  # the tier that trained improved
+        strategy.select(ledger, r + 1, 0.0)  # a check: the probabilities stay
+        assert np.allclose(strategy.probs, uniform)
+    strategy.select(ledger, 5, 0.0)  # this tier's loss stays as it was at the last check
+    strategy.select(ledger, 6, 0.0)  # so the check re-ranks: the highest-loss tier leads
+    assert int(np.argmax(strategy.probs)) == 3 and not np.allclose(strategy.probs, uniform)
