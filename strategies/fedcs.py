@@ -28,6 +28,30 @@ deadline, from none to `max_clients`, which may be more or fewer than
 max_clients defaults to it). A device with no time at all (no measurement,
 no profile) is assumed to fit: FedCS's resource request would have asked
 it, and one round measures it.
+
+Differences from the paper, and why:
+
+- Default link model: `shared_uplink: false`, each device on its own link,
+  because that is what fedbench's emulator and deployments measure (a round
+  lasts as long as its slowest device); the paper's one-cell model, where
+  uploads take turns, is `shared_uplink: true`. Under either model the
+  selection is the paper's greedy rule: add the device that lengthens the
+  schedule least while the round still fits.
+- Resource information: the paper's clients report their channel state,
+  compute capability and data size and the server estimates times from them;
+  fedbench's server uses the last measured times, else the profile's
+  predictions - no request round trip is modelled.
+- Request pool: the paper asks ceil(K x C) random clients; fedbench asks
+  `request_fraction` of the eligible ones but at least `max_clients`, so a
+  small fraction of a small fleet can still fill a round.
+- Round size: the paper maximises the number of selected clients with no
+  cap; `max_clients` caps it (set it high for the paper's rule) so a huge
+  fleet cannot put thousands of devices in one round.
+- Deadline: `deadline_s` is the time the clients' part of the round may take;
+  the paper's T_round also holds the selection step and the aggregation,
+  which fedbench's clock does not charge.
+- Estimates can be wrong: a device that misses the deadline anyway is timed
+  out by the round close (`round_close=deadline`), not by the selector.
 """
 
 from __future__ import annotations
