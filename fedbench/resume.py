@@ -10,8 +10,11 @@ server, fedbench.report.integrity); one with a checkpoint continues after
 its last complete round once rounds.csv is checked against it.
 
 A run folder may come from someone else, so nothing in it is trusted
-(docs/security.md): every `_target_` in config.yaml must be on the allowlist
-(fedbench.trust.targets) before anything is imported; the checkpoint must carry
+(docs/security.md): its files' sizes, and config.yaml's lines, nesting and
+aliases, are capped before any is parsed (fedbench.trust.bounded); every
+`_target_` in config.yaml must be on the allowlist (fedbench.trust.targets)
+before anything is imported, and its arguments may name no URL, no other host
+and no path outside the folder (fedbench.trust.arguments); the checkpoint must carry
 this user's HMAC (fedbench.server.checkpoint), or be accepted explicitly with
 `resume_untrusted=true`; and what it holds must agree with the folder's rows
 (fedbench.server.resumable). A folder whose checkpoint was removed after it
@@ -20,6 +23,7 @@ recorded complete rounds is refused: it cannot continue from them.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -38,6 +42,8 @@ from fedbench.report.writer import ROUNDS_CSV, SUMMARY_JSON
 from fedbench.scenarios.base import build_scenario
 from fedbench.server import checkpoint
 from fedbench.server.resumable import check_resumable
+from fedbench.trust import bounded
+from fedbench.trust.arguments import check_arguments
 from fedbench.trust.targets import check_config
 
 # Keys that say where and under which name results go, not what is run.
@@ -56,14 +62,19 @@ def resumed_experiment(
         raise FedbenchError(f"resume={folder}: no such run folder")
     if not config.is_file():
         raise FedbenchError(f"resume={folder}: not a fedbench run folder (no config.yaml)")
-    try:
-        stored = yaml.safe_load(config.read_text())
-    except (OSError, yaml.YAMLError) as exc:
+    _check_sizes(folder)
+    source = f"resume={folder}: config.yaml"
+    try:  # its size, lines, nesting and aliases first: a 1 KB alias bomb is 10^9 values
+        stored = bounded.load_yaml(config, source, bounded.CONFIG_YAML)
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
         raise FedbenchError(f"resume={folder}: config.yaml is unreadable ({exc})") from None
     if not isinstance(stored, dict):
         raise FedbenchError(f"resume={folder}: config.yaml is not a mapping")
-    # Before anything the config names is imported or called.
-    check_config(stored, allow_targets, f"resume={folder}: config.yaml")
+    # Before anything the config names is imported or called: the classes, then what
+    # they would be given (no URL, no path outside the folder, unless the operator's own).
+    check_config(stored, allow_targets, source)
+    operator = composed.to_config() if composed is not None else None
+    check_arguments(stored, folder, source, operator)
     if composed is not None:
         diffs = sorted(_diff(_what(stored), _what(composed.to_config())))
         if diffs:
@@ -82,6 +93,32 @@ def resumed_experiment(
         )
     check_checkpoint(folder, experiment, untrusted)
     return experiment
+
+
+# What resume= and the resumed run read of the folder, and each one's cap.
+_CAPPED = (
+    (checkpoint.CHECKPOINT, bounded.CHECKPOINT),
+    (ROUNDS_CSV, bounded.RUN_CSV),
+    (SERVER_ROUNDS_CSV, bounded.RUN_CSV),
+    (SUMMARY_JSON, bounded.SUMMARY_JSON),
+)
+
+
+def _check_sizes(folder: Path) -> None:
+    """Every file of the folder that is read later is within its cap, before any is read.
+
+    The readers after this one (the checkpoint's HMAC, rounds.csv's fingerprint, the
+    server's resume) read these files whole; a sparse 5 GB checkpoint.pt costs nothing
+    on disk. summary.json is parsed here too: JSON nested 100,000 deep is 200 KB.
+    """
+    for name, cap in _CAPPED:
+        path = folder / name
+        if path.exists():
+            bounded.check_size(path, f"resume={folder}: {name}", cap)
+    summary = folder / SUMMARY_JSON
+    if summary.exists():
+        with contextlib.suppress(ValueError):  # damaged: the checks after this one say so
+            bounded.load_json(summary, f"resume={folder}: {SUMMARY_JSON}", bounded.SUMMARY_JSON)
 
 
 def check_checkpoint(folder: Path, experiment: Experiment, untrusted: bool) -> None:

@@ -126,6 +126,36 @@ def _linked(name: str, config: bool = False) -> Callable[[Path], None]:
     return setup
 
 
+def _resumable(edit: Callable[[dict], object] | None = None, text: str = "") -> Callable:
+    """A run folder `fx/run` killed before its first round, its config.yaml edited (issue 48)."""
+
+    def setup(fx: Path) -> None:
+        import yaml
+
+        from tests.test_compose import typed
+
+        run = fx / "run"
+        run.mkdir()
+        config = typed([]).to_config()  # the default, as composed
+        if edit is not None:
+            edit(config)
+        (run / "config.yaml").write_text(text or yaml.safe_dump(config, sort_keys=False))
+
+    return setup
+
+
+def _sparse_trace(fx: Path) -> None:
+    with (fx / "trace.csv").open("wb") as f:
+        f.truncate(2 * 1024**3)  # a hole: no disk used
+
+
+# Ten values, each level ten aliases of the one before: 10^9 values in about 1 KB.
+ALIAS_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{b}: &{b} [{', '.join([f'*{a}'] * 10)}]\n"
+    for a, b in zip("abcdefgh", "bcdefghi", strict=True)
+)
+
+
 def _run_and_file(fx: Path) -> None:
     _run_folder(lambda r: None)(fx)
     _a_file(fx)
@@ -496,6 +526,50 @@ CASES: tuple[CliCase, ...] = (
         ("{fx}/run/run.lock is a symbolic link: fedbench writes into a run folder, never",),
         setup=_linked("run.lock", config=True),
         what="the folder's run.lock links to another file",
+    ),
+    # issue 48, round two: an allowlisted class's arguments; resource bombs
+    CliCase(
+        "resume-mlflow-url",
+        ("resume={fx}/run",),
+        ("config.yaml: report.loggers[0].tracking_uri='http://collector.example:5000' is a URL",),
+        setup=_resumable(
+            lambda c: c["report"].update(
+                loggers=[
+                    {
+                        "_target_": "fedbench.report.loggers.MlflowLogger",
+                        "tracking_uri": "http://collector.example:5000",
+                    }
+                ]
+            )
+        ),
+        what="the folder's config.yaml logs to an MLflow server of its own",
+    ),
+    CliCase(
+        "resume-log-dir-outside",
+        ("resume={fx}/run",),
+        ("config.yaml: report.loggers[0].log_dir='/tmp' is /tmp, outside the run folder",),
+        setup=_resumable(
+            lambda c: c["report"].update(
+                loggers=[
+                    {"_target_": "fedbench.report.loggers.TensorBoardLogger", "log_dir": "/tmp"}
+                ]
+            )
+        ),
+        what="the folder's config.yaml has TensorBoard write to /tmp",
+    ),
+    CliCase(
+        "resume-alias-bomb",
+        ("resume={fx}/run",),
+        ("config.yaml: line 5: its aliases expand to more than 100,000 values (an alias bomb)",),
+        setup=_resumable(text=ALIAS_BOMB),
+        what="config.yaml is a 1 KB YAML alias bomb",
+    ),
+    CliCase(
+        "trace-sparse-2gb",
+        ("fleet=phones_100", "fleet.population.trace.availability={fx}/trace.csv"),
+        ("trace.csv': 2 GiB, more than the 256 MiB a trace CSV may be",),
+        setup=_sparse_trace,
+        what="a 2 GB sparse trace",
     ),
 )
 

@@ -48,6 +48,7 @@ from fedbench.errors import FedbenchError
 from fedbench.experiment.fleet import Fleet
 from fedbench.report.nested import flatten
 from fedbench.report.progress import console
+from fedbench.trust import bounded
 
 CONFIG_YAML = "config.yaml"
 ROUNDS_CSV = "rounds.csv"
@@ -242,9 +243,9 @@ def read_csv(path: Path, required: tuple[str, ...] = ()) -> list[dict[str, str]]
     if not path.is_file():
         return []
     damaged = f"{path}: not a {path.name} fedbench wrote"
-    try:
-        with path.open(newline="", encoding="utf-8") as f:
-            reader = csv.DictReader(f)
+    try:  # its size before a byte is read, each line's length as it is read
+        with bounded.capped_lines(path, str(path), bounded.RUN_CSV) as lines:
+            reader = csv.DictReader(lines)
             rows = list(reader)
             header = list(reader.fieldnames or [])
     except UnicodeDecodeError:
@@ -264,10 +265,10 @@ def read_csv(path: Path, required: tuple[str, ...] = ()) -> list[dict[str, str]]
 
 def _read_json(path: Path) -> dict[str, Any]:
     """summary.json as written; a damaged one is refused rather than read as empty."""
-    try:
-        data = json.loads(path.read_bytes())
-    except FileNotFoundError:
+    if not path.exists():
         return {}
+    try:
+        data = bounded.load_json(path, str(path), bounded.SUMMARY_JSON)
     except (OSError, ValueError) as exc:  # JSONDecodeError and UnicodeDecodeError
         raise FedbenchError(f"{path}: not valid JSON ({str(exc)[:120]})") from None
     if not isinstance(data, dict):
@@ -276,9 +277,11 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
+    if not path.exists():
+        return {}
+    try:  # a shared folder's: its size, nesting and aliases are checked before it is built
+        data = bounded.load_yaml(path, str(path), bounded.CONFIG_YAML)
+    except (ValueError, yaml.YAMLError):  # UnicodeDecodeError is a ValueError
         return {}
     return data if isinstance(data, dict) else {}
 

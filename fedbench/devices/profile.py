@@ -26,6 +26,7 @@ from fedbench.devices.constants import load_constants
 from fedbench.devices.schema import Bound, Reader, all_paths, numeric_paths
 from fedbench.errors import FedbenchError, choices, closest
 from fedbench.paths import profiles_dir
+from fedbench.trust import bounded
 
 KINDS: tuple[str, ...] = ("phone", "sbc", "jetson")
 Hour = Annotated[float, Bound("hour of day", 0.0, 24.0)]
@@ -271,12 +272,12 @@ def load_profile(name_or_path: str | Path) -> DeviceProfile:
             raise FedbenchError(
                 f"unknown device profile '{text}'{closest(text, names)}; valid: {choices(names)}"
             )
-    try:
-        data = yaml.load(path.read_text(), Loader=UniqueKeyLoader)  # noqa: S506 - a SafeLoader
-    except FileNotFoundError:
-        raise FedbenchError(f"{path}: no such profile file") from None
-    except IsADirectoryError:
-        raise FedbenchError(f"{path}: a directory, not a profile YAML file") from None
+    if not path.exists():
+        raise FedbenchError(f"{path}: no such profile file")
+    if path.is_dir():
+        raise FedbenchError(f"{path}: a directory, not a profile YAML file")
+    try:  # size, lines, nesting and aliases before the YAML is composed
+        data = bounded.load_yaml(path, str(path), bounded.PROFILE_YAML, UniqueKeyLoader)
     except UnicodeDecodeError:
         raise FedbenchError(f"{path}: not a text file (a profile is YAML text)") from None
     except OSError as exc:

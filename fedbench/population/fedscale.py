@@ -37,6 +37,7 @@ import numpy as np
 from fedbench.cli.grammar import Grammar, Key, parse_int
 from fedbench.errors import FedbenchError
 from fedbench.population.traces import write_table
+from fedbench.trust import bounded
 from fedbench.trust.unpickle import Refused, load_plain
 
 GRAMMAR = Grammar(
@@ -61,9 +62,11 @@ def _load(path: str, key: str) -> Mapping[Any, Any]:
     file = Path(path)
     if not file.is_file():
         raise FedbenchError(f"{key}={path!r}: no such file (FedScale's pickled trace)")
-    try:
-        with file.open("rb") as f:
+    try:  # its size first: the unpickler would read a sparse 100 GB file to its end
+        with bounded.open_capped(file, f"{key}={path!r}", bounded.FEDSCALE_PICKLE) as f:
             data = load_plain(f)
+    except FedbenchError:
+        raise
     except Refused as refused:
         raise FedbenchError(
             f"{key}={path!r}: refused: the file asks to load {refused.name}, and a FedScale "

@@ -31,6 +31,7 @@ import numpy as np
 
 from fedbench.errors import FedbenchError
 from fedbench.population.windows import Windows
+from fedbench.trust import bounded
 
 if TYPE_CHECKING:
     from fedbench.experiment.population import TraceConfig
@@ -118,9 +119,9 @@ def check_regular(path: Path, where: str) -> None:
 def _csv(path: Path, key: str) -> dict[str, list[str]]:
     """A CSV trace as columns; binary content and rows of the wrong length are refused."""
     where = f"{key}={str(path)!r}"
-    try:
-        with path.open(newline="", encoding="utf-8") as f:
-            reader = csv.reader(f)
+    try:  # the size before a byte is read, each line's length as it is read
+        with bounded.capped_lines(path, where, bounded.TRACE_CSV) as lines:
+            reader = csv.reader(lines)
             header = next(reader, [])
             rows = list(reader)
     except UnicodeDecodeError:
@@ -169,6 +170,7 @@ def _pandas(why: str):  # type: ignore[no-untyped-def]
 
 
 def _parquet(path: Path, key: str) -> dict[str, list[object]]:
+    bounded.check_size(path, f"{key}={str(path)!r}", bounded.TRACE_PARQUET)
     frame = _pandas(f"{key}={str(path)!r}").read_parquet(path)
     return {str(c): frame[c].tolist() for c in frame.columns}
 

@@ -34,6 +34,7 @@ import yaml
 from fedbench.core.records import STATUSES
 from fedbench.errors import FedbenchError, choices
 from fedbench.report.nested import flatten
+from fedbench.trust import bounded
 
 # Per-device columns of rounds.csv worth a curve (the rest are names, plans, reasons).
 DEVICE_METRICS: tuple[str, ...] = (
@@ -86,7 +87,8 @@ def _config(run_dir: Path) -> dict[str, Any]:
     path = run_dir / "config.yaml"
     if not path.is_file():
         return {}
-    data = yaml.safe_load(path.read_text())
+    # A resumed folder's: its size, nesting and aliases are checked before it is built.
+    data = bounded.load_yaml(path, str(path), bounded.CONFIG_YAML)
     return data if isinstance(data, dict) else {}
 
 

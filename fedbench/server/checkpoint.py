@@ -37,7 +37,7 @@ import torch
 from flwr.app import ArrayRecord
 
 from fedbench.errors import FedbenchError
-from fedbench.trust import key
+from fedbench.trust import bounded, key
 
 CHECKPOINT = "checkpoint.pt"
 FORMAT = 3
@@ -174,7 +174,7 @@ class Sealed:
 
 def unseal(path: Path) -> Sealed:
     """The body of `path` and whether its HMAC verifies (nothing of the body is parsed)."""
-    data = path.read_bytes()
+    data = bounded.read_capped(path, str(path), bounded.CHECKPOINT)  # a sparse 1 TB costs 0 B
     if not data.startswith(MAGIC):
         if data[:2] != b"PK":  # not even torch.save's zip
             return Sealed(data, False, f"{path} is not a readable fedbench checkpoint (no header)")

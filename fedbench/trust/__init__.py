@@ -9,7 +9,11 @@ never runs code and never signals a process it does not prove is fedbench's:
   with the fingerprint recomputed is still refused;
 - `targets`: the `_target_` allowlist applied to a config loaded from disk
   (`resume=`), checked before anything is imported or called;
-- `unpickle`: a pickle reader that admits only plain containers and numbers.
+- `arguments`: what those classes may be given from disk (no URL, no path
+  outside the run folder, no other host);
+- `unpickle`: a pickle reader that admits only plain containers and numbers;
+- `bounded`: the size and structure caps (bytes, line length, YAML depth and
+  aliases) every file from outside passes before it is parsed.
 
 This package is the bottom layer: it imports nothing of fedbench but errors.
 """

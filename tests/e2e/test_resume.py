@@ -93,8 +93,13 @@ def _end_ray(temp_dir: str) -> None:
         p.kill()
 
 
-def kill_at(args: list[str], run_dir: Path, line: str) -> None:
-    """Start a run and SIGKILL it when it prints `line` (its Ray processes ended by PID)."""
+def kill_at(args: list[str], run_dir: Path, line: str) -> list[str]:
+    """Start a run and SIGKILL it when it prints `line` (its Ray processes ended by PID).
+
+    Its overrides, to resume it with: the run's Ray folder is outside the run folder,
+    which a config on disk may not name (docs/security.md), so the operator gives it
+    again next to resume=, with the rest of the run's overrides.
+    """
     ray_tmp = tempfile.mkdtemp(prefix="fbk-")
     cmd = [
         sys.executable,
@@ -120,6 +125,20 @@ def kill_at(args: list[str], run_dir: Path, line: str) -> None:
     _end_ray(ray_tmp)
     shutil.rmtree(ray_tmp, ignore_errors=True)
     assert run.returncode == -signal.SIGKILL
+    return [*args, f"runtime.ray_temp_dir={ray_tmp}"]
+
+
+def resume(
+    overrides: list[str], run_dir: Path, invocation: Path
+) -> subprocess.CompletedProcess[str]:
+    """`resume=run_dir` with the killed run's own overrides; its Ray folder made again."""
+    ray_tmp = overrides[-1].partition("=")[2]
+    os.makedirs(ray_tmp, mode=0o700, exist_ok=True)
+    try:
+        return run_fedbench([*overrides, f"resume={run_dir}"], invocation)
+    finally:
+        _end_ray(ray_tmp)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 def test_sigkill_mid_round_then_resume_matches_uninterrupted(tmp_path: Path) -> None:
@@ -129,11 +148,11 @@ def test_sigkill_mid_round_then_resume_matches_uninterrupted(tmp_path: Path) -> 
     assert_matches_golden(straight)
 
     crashed = tmp_path / "crashed"
-    kill_at(ARGS, crashed, "[fedbench] day 2:")  # round 3 has been sent out
+    overrides = kill_at(ARGS, crashed, "[fedbench] day 2:")  # round 3 has been sent out
     summary = json.loads((crashed / "summary.json").read_text())
     assert summary["status"] == "running" and summary["final_day"] == 2  # kept what it measured
 
-    proc = run_fedbench([f"resume={crashed}"], tmp_path / "resume-invocation")
+    proc = resume(overrides, crashed, tmp_path / "resume-invocation")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "resuming after round" in proc.stdout
 
@@ -154,9 +173,9 @@ def test_a_fedadam_run_killed_mid_run_resumes(tmp_path: Path) -> None:
     """FedAdam's server moments (numpy scalars among them) come back from checkpoint.pt."""
     run_dir = tmp_path / "fedadam"
     args = ["experiment=smoke", "algorithm=fedadam", "scenario.days=3", "seed=2"]
-    kill_at(args, run_dir, "[fedbench] day 2:")
+    overrides = kill_at(args, run_dir, "[fedbench] day 2:")
     assert (run_dir / "checkpoint.pt").is_file()
-    proc = run_fedbench([f"resume={run_dir}"], tmp_path / "resume-invocation")
+    proc = resume(overrides, run_dir, tmp_path / "resume-invocation")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "resuming after round" in proc.stdout
     summary = json.loads((run_dir / "summary.json").read_text())
