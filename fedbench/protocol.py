@@ -14,7 +14,7 @@ unprofiled device.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
@@ -44,6 +44,13 @@ NODE_NAME = "node-name"
 # Metric keys a ClientApp may report its training loss under (fedbench's own:
 # train_loss; Flower's quickstarts: train_loss).
 LOSS_KEYS: tuple[str, ...] = ("train_loss", "train-loss", "loss")
+# The ConfigRecord a legacy Flower client's FitRes/EvaluateRes metrics travel in
+# ("fitres.metrics", "evaluateres.metrics": flwr.compat's recorddict_compat).
+LEGACY_METRICS_SUFFIX = ".metrics"
+# At most this many numbers of one reply are kept (client_metrics.csv), names cut to
+# MAX_METRIC_NAME characters: a reply cannot grow the run folder without bound.
+MAX_METRICS = 64
+MAX_METRIC_NAME = 64
 
 
 @dataclass(frozen=True)
@@ -135,6 +142,50 @@ def tasks_from(record: ConfigRecord) -> list[TrainTask]:
         return tasks
     except (KeyError, TypeError, ValueError) as exc:
         raise FedbenchError(f"malformed server message: bad train task ({exc})") from None
+
+
+def reply_metrics(content: RecordDict) -> tuple[tuple[str, str, float], ...]:
+    """Every number a ClientApp put in its reply's metrics, as (record, key, value).
+
+    Its MetricRecords, and the ConfigRecords a legacy client's FitRes and
+    EvaluateRes metrics travel in; a list is one value per element
+    (`key[i]`), a bool 0 or 1; strings, bytes and fedbench's own records are
+    not metrics. At most MAX_METRICS values, in the reply's order.
+    """
+    records: list[tuple[str, Mapping[str, object]]] = list(content.metric_records.items())
+    records += [
+        (name, record)
+        for name, record in content.config_records.items()
+        if name.endswith(LEGACY_METRICS_SUFFIX) and not name.startswith(TASK)
+    ]
+    out: list[tuple[str, str, float]] = []
+    for name, record in records:
+        for key, value in record.items():
+            for element, number in _numbers(key, value):
+                if len(out) == MAX_METRICS:
+                    return tuple(out)
+                out.append((_printable(name), _printable(element), number))
+    return tuple(out)
+
+
+def _numbers(key: str, value: object) -> list[tuple[str, float]]:
+    """A record value's numbers: itself, or a list's elements as `key[i]`."""
+    if isinstance(value, bool):
+        return [(key, int(value))]
+    if isinstance(value, (int, float)):
+        return [(key, value)]
+    if isinstance(value, list):
+        return [
+            (f"{key}[{i}]", int(v) if isinstance(v, bool) else v)
+            for i, v in enumerate(value[:MAX_METRICS])
+            if isinstance(v, (int, float))
+        ]
+    return []
+
+
+def _printable(name: str) -> str:
+    """A name as a file may hold it: control characters as '?', at most MAX_METRIC_NAME long."""
+    return "".join(c if c.isprintable() else "?" for c in name[:MAX_METRIC_NAME])
 
 
 def context_records(state: RecordDict) -> dict[str, object]:

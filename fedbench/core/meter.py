@@ -78,6 +78,9 @@ class Cost:
     freq_ghz_avg: float = math.nan
     throttled_frac: float = math.nan
     battery_pct: float = math.nan
+    # What the figures rest on (fedbench.core.records.COST_BASES): every meter says; a
+    # Cost nobody computed (a call that failed before its meter) leaves it empty.
+    cost_basis: str = ""
     state_after: DeviceState | None = None
     extra: dict[str, float] = field(default_factory=dict)
 
@@ -133,7 +136,7 @@ class WallClockWatch(Watch):
         self.elapsed = time.perf_counter() - self.start
 
     def cost(self) -> Cost:
-        return Cost(latency_s=self.elapsed)
+        return Cost(latency_s=self.elapsed, cost_basis="host")
 
 
 class Meter(ABC):

@@ -24,6 +24,12 @@ STATUSES: tuple[str, ...] = ("ok", "oom", "dropped", "timeout", "failed")
 # its energy, memory and temperature are unknown.
 Kind = Literal["emulated", "physical", "host", "unprofiled"]
 UNPROFILED = "unprofiled"
+# What a row's cost figures rest on (the meter says; docs/results.md `cost_basis`):
+# the emulated roofline of the aten ops the call ran, the call's measured CPU time
+# scaled to the profile (a call that ran no torch, e.g. scikit-learn), both (a torch
+# call with heavy work outside torch), a physical device's probe, the host's clock.
+CostBasis = Literal["ops", "cpu_time", "ops+cpu_time", "probe", "host"]
+COST_BASES: tuple[str, ...] = ("ops", "cpu_time", "ops+cpu_time", "probe", "host")
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,7 @@ class RoundReport:
     peak_mem_mb: float = math.nan
     mem_budget_mb: float = math.nan
     plan: str = ""
+    cost_basis: str = ""  # what the cost figures rest on (COST_BASES; empty: nothing costed)
     # Predicted peak of the full batch when the memory planner ran a reduced plan
     # (NaN: the plan is the full batch, the planner is off, or a user's app trained).
     plan_needed_mb: float = math.nan
@@ -126,6 +133,11 @@ def from_record(record: ConfigRecord, *, node: int | None = None) -> RoundReport
             f"malformed client reply: status '{values['status']}' is not one of "
             f"{', '.join(STATUSES)}"
         )
+    if values["cost_basis"] not in ("", *COST_BASES):
+        raise FedbenchError(
+            f"malformed client reply: cost basis '{str(values['cost_basis'])[:40]}' is not "
+            f"one of {', '.join(COST_BASES)} (or empty)"
+        )
     if node is not None:
         values["node"] = node
     return RoundReport(**values)  # type: ignore[arg-type]
@@ -138,3 +150,24 @@ def to_row(report: RoundReport) -> dict[str, object]:
         value = getattr(report, name)
         row[name] = "" if isinstance(value, float) and math.isnan(value) else value
     return row
+
+
+@dataclass(frozen=True)
+class ClientMetric:
+    """One number a device's ClientApp put in a reply: a row of client_metrics.csv.
+
+    Every metric of a train reply and of an evaluate reply, as the app named
+    it (fedbench.protocol.reply_metrics reads them), so nothing the app
+    measured is lost beyond the few rounds.csv has columns for.
+    """
+
+    round: int
+    day: int
+    device: str
+    message: str  # "train" or "evaluate": the reply it came in
+    record: str  # the record's name in the reply ("metrics"; a legacy app's "fitres.metrics")
+    key: str  # the metric's name, list elements as "name[i]"
+    value: float  # as the app sent it (an int stays an int; nan and inf as they came)
+
+
+METRIC_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(ClientMetric))

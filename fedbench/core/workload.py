@@ -70,8 +70,12 @@ class Workload:
     saved_activation_bytes: int  # exact, from autograd saved-tensor hooks
     workspace_bytes: int  # transient bytes live at the peak beyond the above
     input_bytes: int
-    steps_per_update: int = 1  # micro-batches per optimizer step
+    # Micro-batches per optimizer step; 0: work outside any step (measured_cycles alone).
+    steps_per_update: int = 1
     calls: OpCalls | None = None  # every charged call (None: hand-built workloads)
+    # Serial work the step ran outside any aten op the trace costs (numpy, scikit-learn:
+    # fedbench.devices.cpu_time), in cycles of a core of IPC scale 1 at 1 GHz = 1e9 a second.
+    measured_cycles: float = 0.0
 
     @property
     def total_flops(self) -> float:

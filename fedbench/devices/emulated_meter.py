@@ -28,6 +28,7 @@ from fedbench.core.workload import Workload
 from fedbench.devices.budget import RoundClock, Run, budget_at, step_runs, with_budget
 from fedbench.devices.constants import load_constants
 from fedbench.devices.cpu import place
+from fedbench.devices.cpu_time import Measured, with_cpu_time
 from fedbench.devices.emulator import Emulation, emulate, framework_constants, framework_of
 from fedbench.devices.knobs import Knobs
 from fedbench.devices.memory import excess_mb, resident_mb
@@ -36,7 +37,8 @@ from fedbench.devices.profile import DeviceProfile, initial_state
 from fedbench.devices.step import step_cost
 from fedbench.devices.thermal import cool
 from fedbench.devices.variation import comm_energy_j, varied_profile
-from fedbench.measure.live import LiveRecorder
+from fedbench.measure.live import LiveRecorder, warm
+from fedbench.measure.usage import UsageWatch, serial_blas
 from fedbench.measure.workload import measure_workload
 
 
@@ -257,19 +259,29 @@ class EmulatedWatch(Watch):
     profile from the device's state, against the training budget at the
     start. Over budget, the device ran out of memory: status `oom` - the
     training happened on the host, but the device could not have done it.
+    The call's process CPU time and memory are measured too: work it ran
+    outside torch (scikit-learn, numpy) is costed from them
+    (fedbench.devices.cpu_time), and the Cost's basis says which.
     """
 
     def __init__(self, meter: EmulatedMeter, job: WatchJob) -> None:
         self.meter = meter
         self.job = job
         self.recorder = LiveRecorder()
+        self.usage = UsageWatch()
 
     def __enter__(self) -> EmulatedWatch:
+        warm()  # torch's one-time import is the host's, not the call's
+        self.serial = serial_blas()
+        self.serial.__enter__()  # CPU time of the work, not of spinning BLAS helpers
+        self.usage.__enter__()
         self.recorder.__enter__()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.recorder.__exit__(None, None, None)
+        self.usage.__exit__(None, None, None)
+        self.serial.__exit__(None, None, None)
 
     def cost(self) -> Cost:
         job, meter = self.job, self.meter
@@ -278,8 +290,26 @@ class EmulatedWatch(Watch):
             TrainJob(job.model_name, (), (), job.model_bytes, job.now_s, job.state)
         )
         profile = with_budget(meter.profile, budget_at(meter.profile, job.now_s))
-        emulation = meter.run(profile, [(workload, steps)], state, job.model_bytes)
-        return meter.cost_of(emulation, job, f"app:{steps}steps")
+
+        def run(workloads: list[tuple[Workload, int]]) -> Emulation:
+            return meter.run(profile, workloads, state, job.model_bytes)
+
+        measured = self.measured()
+        device = (profile, meter.knobs, meter.speed)
+        ops = run([(workload, steps)])
+        emulation, basis = with_cpu_time(ops, (workload, steps), measured, device, run)
+        cost = meter.cost_of(emulation, job, f"app:{steps}steps")
+        cost.extra["host_cpu_outside_ops_s"] = measured.outside_cpu_s
+        return dataclasses.replace(cost, cost_basis=basis)
+
+    def measured(self) -> Measured:
+        """What the host measured about the call: its CPU time outside torch, its memory."""
+        usage = self.usage.usage
+        growth = usage.growth_mb if usage is not None else math.nan
+        recorder = self.recorder
+        # A call without torch is one stretch outside it, however short.
+        outside = recorder.outside_cpu_s if recorder.ran_ops else recorder.call_cpu_s
+        return Measured(outside, growth, recorder.ran_ops)
 
 
 class VariedMeter(EmulatedMeter):

@@ -74,7 +74,8 @@ class Emulation:
     processor: str = "cpu"
     gpu_busy_frac: float = 0.0  # share of the time the GPU runs kernels (tegrastats' GR3D)
 
-    def to_cost(self, comm_s: float, plan: str) -> Cost:
+    def to_cost(self, comm_s: float, plan: str, basis: str = "ops") -> Cost:
+        """The emulation as a Cost; `basis`: what its work was measured as (records.COST_BASES)."""
         extra = {f"time_{k}_s": v for k, v in self.time_s.items()}
         extra |= {f"energy_{k}_j": v for k, v in self.energy_terms_j.items()}
         extra |= {f"mem_{k}_mb": v for k, v in self.memory_mb.items()}
@@ -96,6 +97,7 @@ class Emulation:
             freq_ghz_avg=self.freq_ghz_avg,
             throttled_frac=self.throttled_frac,
             battery_pct=self.battery_pct,
+            cost_basis=basis,
             state_after=self.state,
             extra=extra,
         )

@@ -38,4 +38,4 @@ class HostMeter(Meter):
         start = time.perf_counter()
         loss = train()
         elapsed = time.perf_counter() - start
-        return loss, Cost(latency_s=elapsed, plan=job.plan_label)
+        return loss, Cost(latency_s=elapsed, plan=job.plan_label, cost_basis="host")

@@ -115,5 +115,6 @@ class ProbeWatch(Watch):
             freq_ghz_avg=trace.freq_ghz_avg(),
             throttled_frac=trace.throttled_frac(),
             battery_pct=trace.battery_pct(),
+            cost_basis="probe",
             extra=extra,
         )

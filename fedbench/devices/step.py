@@ -3,9 +3,11 @@
 Each operator call is timed by `fedbench.devices.kernels` (a per-call
 roofline on the CPU or the GPU). On top of the calls a step pays serial
 work on the main core that scales with its clock: the framework's per-step
-overhead and loading the batch; and, when the process's resident set
-outgrows what the device keeps resident, swapping (`memory.py`): the
-excess is paged out and back in every step. Background priority stretches
+overhead and loading the batch; a user's call's work outside the op
+trace (numpy, scikit-learn: its measured CPU time, fedbench.devices.cpu_time);
+and, when the process's resident set outgrows what the device keeps
+resident, swapping (`memory.py`): the excess is paged out and back in every
+step. Background priority stretches
 every term by 1 / background_share (the OS gives the process that share of
 the CPU). Where the governor drives a cluster of worker threads by their load
 (`cpu.load_clocks`), the step is timed at the placed clocks, the cluster
@@ -71,6 +73,7 @@ TIME_TERMS: tuple[str, ...] = (
     "transfer",  # GPU: host<->device copies
     "swap",  # paging the resident set's excess out and in
     "fault",  # faulting in the memory a step allocates afresh
+    "measured",  # work outside the op trace, from the call's CPU time (devices.cpu_time)
 )
 ENERGY_TERMS: tuple[str, ...] = ("idle", "cpu", "gpu", "memory")
 
@@ -125,7 +128,8 @@ def serial_seconds(
     fitted one - scales both.
     """
     hz = main_ghz * GB
-    micro = max(1, workload.steps_per_update)
+    # 0: work outside any optimizer step (fedbench.devices.cpu_time): no step's overhead.
+    micro = workload.steps_per_update
     return (
         fw.step_overhead_mcycles * 1e6 * micro * dispatch_scale / hz,
         workload.input_bytes * fw.input_cycles_per_byte / hz,
@@ -134,7 +138,15 @@ def serial_seconds(
 
 # The terms every training thread works through, and those the main thread runs alone.
 _PARALLEL: tuple[str, ...] = (*OP_CLASSES, "unfold", "repack")
-_SERIAL: tuple[str, ...] = ("optimizer", "dispatch", "overhead", "input", "swap", "fault")
+_SERIAL: tuple[str, ...] = (
+    "optimizer",
+    "dispatch",
+    "overhead",
+    "input",
+    "swap",
+    "fault",
+    "measured",
+)
 
 
 def _parallel_s(times: Mapping[str, float]) -> float:
@@ -150,7 +162,9 @@ def _serial_s(times: Mapping[str, float]) -> float:
 # the batch). Faults and swapping happen where memory is first touched, inside
 # an execution, and the update runs on the backend: the workers spin through
 # those, so a load-driven governor counts them as busy.
-_HOST: tuple[str, ...] = ("dispatch", "overhead", "input")
+# Work measured outside the trace (numpy, scikit-learn) is taken as the main thread's
+# alone, like the framework's host work.
+_HOST: tuple[str, ...] = ("dispatch", "overhead", "input", "measured")
 
 
 def _host_s(times: Mapping[str, float]) -> float:
@@ -178,6 +192,7 @@ def _cpu_times(
     times["overhead"], times["input"] = serial_seconds(
         fw, workload, float(rig.main_ghz), float(rig.dispatch_scale)
     )
+    times["measured"] = workload.measured_cycles / (float(rig.main_ghz) * GB)
     rss = resident_mb(workload, fw)
     times["swap"] = swap_seconds(profile, rss, consts.fitted.shared)
     times["fault"] = fault_seconds(rss, fw, float(rig.main_ghz))
@@ -287,10 +302,12 @@ def _gpu_step(
     times["dispatch"] = float((calls.exposed_dispatch + calls.sync).sum())
     times["transfer"] = float(calls.transfer.sum())
     times["input"] = workload.input_bytes / GB / gpu.copy_gbs
+    times["measured"] = float(workload.measured_cycles / (rig.host_ghz * GB))  # on the CPU
     times["swap"] = swap_seconds(profile, resident_mb(workload, fw), shared)
     share = profile.os.background_share if background else 1.0
     busy_gpu = float(calls.device.sum())
     host_s = float(calls.dispatch.sum()) + times["transfer"] + times["input"] + times["swap"]
+    host_s += times["measured"]
     seconds = sum(times.values()) / share
     moved = float(table.bytes.sum()) + 2.0 * float((fw.transfer_fraction * table.bytes).sum())
     energy = {

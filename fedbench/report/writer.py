@@ -1,4 +1,5 @@
-"""The run folder: rounds.csv, summary.json and figures, written as the run goes.
+"""The run folder: rounds.csv, client_metrics.csv, summary.json and figures, written as
+the run goes.
 
 Rows are appended and flushed after every round and the summary is replaced
 atomically after every evaluation, so a run that fails late keeps what it
@@ -15,17 +16,26 @@ import json
 import math
 import os
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
-from fedbench.core.records import CSV_FIELDS, STATUSES, UNPROFILED, RoundReport, to_row
+from fedbench.core.records import (
+    CSV_FIELDS,
+    METRIC_FIELDS,
+    STATUSES,
+    UNPROFILED,
+    ClientMetric,
+    RoundReport,
+    to_row,
+)
 from fedbench.core.redact import redact_text
 from fedbench.folders import open_to_write, write_file
 from fedbench.report.provenance import now, provenance
 
 ROUNDS_CSV = "rounds.csv"
+CLIENT_METRICS_CSV = "client_metrics.csv"
 SUMMARY_JSON = "summary.json"
 
 
@@ -58,16 +68,14 @@ class RunWriter:
         self.reports = 0
         self.unprofiled = 0  # device-rounds whose energy and memory nobody measured
         self.virtual_time_s = 0.0
-        path = run_dir / ROUNDS_CSV
-        new = not path.exists()
-        self._csv = open_to_write(path, "a", newline="")  # never through a link
-        self._rows = csv.DictWriter(self._csv, fieldnames=CSV_FIELDS)
-        if new:
-            self._rows.writeheader()
-            self._flush()
+        self._csv, self._rows = _appender(run_dir / ROUNDS_CSV, CSV_FIELDS)
+        self._metrics_csv, self._metric_rows = _appender(
+            run_dir / CLIENT_METRICS_CSV, METRIC_FIELDS
+        )
 
     def state_dict(self) -> dict[str, Any]:
-        """Counters and the byte length of rounds.csv: a checkpoint's view of the folder."""
+        """Counters and the byte lengths of rounds.csv and client_metrics.csv: a checkpoint's
+        view of the folder."""
         return {
             "days": [asdict(d) for d in self.days],
             "accuracy_per_rate": {day: dict(rates) for day, rates in self.per_rate.items()},
@@ -78,6 +86,7 @@ class RunWriter:
             "unprofiled": self.unprofiled,
             "virtual_time_s": self.virtual_time_s,
             "csv_bytes": self._csv.tell(),
+            "metrics_csv_bytes": self._metrics_csv.tell(),
             "start_time": self.provenance["start_time"],
             "initial_model_sha256": self.provenance.get("initial_model_sha256"),
         }
@@ -115,10 +124,20 @@ class RunWriter:
             write_file(self.run_dir / f"rounds.interrupted-{n}.csv", header + data[keep:])
             with open_to_write(path, "r+b") as f:
                 f.truncate(keep)
-        self._csv = open_to_write(path, "a", newline="")
-        self._rows = csv.DictWriter(self._csv, fieldnames=CSV_FIELDS)
+        self._csv, self._rows = _appender(path, CSV_FIELDS)
+        self._metrics_csv.close()
+        metrics = self.run_dir / CLIENT_METRICS_CSV
+        keep = int(state.get("metrics_csv_bytes", -1))  # -1: a checkpoint from before the file
+        if 0 <= keep < metrics.stat().st_size:  # the round that did not complete writes again
+            with open_to_write(metrics, "r+b") as f:
+                f.truncate(keep)
+        self._metrics_csv, self._metric_rows = _appender(metrics, METRIC_FIELDS)
 
-    def rounds(self, reports: list[RoundReport]) -> None:
+    def rounds(self, reports: list[RoundReport], metrics: Iterable[ClientMetric] = ()) -> None:
+        """A round's rows: one per device in rounds.csv, one per number its ClientApp
+        returned in client_metrics.csv; both flushed."""
+        for metric in metrics:
+            self._metric_rows.writerow(asdict(metric))
         for report in reports:
             self._rows.writerow(to_row(report))
             self.statuses[report.status] += 1
@@ -127,6 +146,7 @@ class RunWriter:
                 self.energy_known += 1
             self.unprofiled += report.kind == UNPROFILED
         self.reports += len(reports)
+        self._flush(self._metrics_csv)
         self._flush()
 
     def energy_total(self) -> float | None:
@@ -144,12 +164,14 @@ class RunWriter:
     def finish(self, status: str, error: str = "") -> dict[str, Any]:
         """Mark the run completed or failed; the summary as written."""
         self._csv.close()
+        self._metrics_csv.close()
         self.provenance["end_time"] = now()
         return self._write_summary(status, error)
 
-    def _flush(self) -> None:
-        self._csv.flush()
-        os.fsync(self._csv.fileno())
+    def _flush(self, file: IO[Any] | None = None) -> None:
+        file = file or self._csv
+        file.flush()
+        os.fsync(file.fileno())
 
     def _write_summary(self, status: str, error: str) -> dict[str, Any]:
         first = self.days[0] if self.days else None
@@ -193,6 +215,23 @@ class RunWriter:
             "accuracy_per_rate": self.per_rate,
             "final_accuracy_per_rate": next(reversed(self.per_rate.values())),
         }
+
+
+def _appender(path: Path, columns: tuple[str, ...]) -> tuple[IO[Any], csv.DictWriter[str]]:
+    """A CSV of the run folder opened to append rows (never through a link); a new one
+    gets its header. A file an older fedbench began keeps its own columns: a column
+    added since is left out of its rows, never written under another's header."""
+    file = open_to_write(path, "a", newline="")
+    header: list[str] = []
+    if file.tell():  # appending: the file's own header
+        with open_to_write(path, "r+", newline="") as existing:  # never through a link
+            header = next(csv.reader([existing.readline()]), [])
+    rows = csv.DictWriter(file, fieldnames=header or columns, extrasaction="ignore")
+    if not header:
+        rows.writeheader()
+        file.flush()
+        os.fsync(file.fileno())
+    return file, rows
 
 
 def _nulls(value: Any) -> Any:

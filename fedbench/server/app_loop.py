@@ -23,7 +23,8 @@ strategies and workflows do it:
    devices and their replies go back to the app as they are;
 3. **evaluated**: the exchange after the training (the strategy's federated
    evaluation, sent even when it is empty) ends what the round asks of its
-   devices; the next node-id ask opens the next round.
+   devices (every number each reply returns is a row of client_metrics.csv);
+   the next node-id ask opens the next round.
 
 What the app's strategy computes on the server (its aggregated train and
 evaluation metrics, its `evaluate_fn`) is read as `Strategy.start` logs it
@@ -56,6 +57,7 @@ from flwr.app import (
 from flwr.common.constant import ErrorCode
 
 from fedbench.core import interrupt
+from fedbench.core.records import ClientMetric
 from fedbench.errors import FedbenchError
 from fedbench.experiment.app import AppConfig, app_failure
 from fedbench.protocol import (
@@ -66,6 +68,7 @@ from fedbench.protocol import (
     TASK,
     UNREAD,
     context_records,
+    reply_metrics,
 )
 from fedbench.scenarios.base import RoundSpec
 from fedbench.server.app_metrics import flower_metrics
@@ -103,6 +106,7 @@ class AppRound:
     federated: Mapping[str, float] | None = None  # the app's aggregated evaluation, as logged
     central: Mapping[str, float] | None = None  # its evaluate_fn's, as logged
     replied: dict[str, float] = field(default_factory=dict)  # evaluation replies, weighted
+    evaluated: list[ClientMetric] = field(default_factory=list)  # what each reply returned
 
 
 class AppLoop(RoundLoop):
@@ -289,21 +293,22 @@ class AppLoop(RoundLoop):
         waiting = time.perf_counter()
         replies, _ = self.pull(ids, wait_for_all=True, timeout_s=timeout)
         self.open.waited += time.perf_counter() - waiting
-        device_of = {m.metadata.message_id: d.index for d, m in routed}
-        replies = self._keep_states(replies, {i: [d] for i, d in device_of.items()})
+        device_of = {m.metadata.message_id: d for d, m in routed}
+        replies = self._keep_states(replies, {i: [d.index] for i, d in device_of.items()})
         out = []
         for reply in replies:
-            index = device_of.get(reply.metadata.reply_to_message_id)
-            if index is None:
+            device = device_of.get(reply.metadata.reply_to_message_id)
+            if device is None:
                 continue
-            app_id, message = by_device[index]
+            app_id, message = by_device[device.index]
             failed = _failure_of(reply)
             if failed is not None:  # the device's call failed: an error reply, as Flower's
-                out.append(_error_for_app(failed, app_id, message, index))
+                out.append(_error_for_app(failed, app_id, message, device.index))
                 continue
-            out.append(_reply_for_app(reply.content, app_id, message, index))
+            out.append(_reply_for_app(reply.content, app_id, message, device.index))
             if kind == MessageType.EVALUATE:
                 _weigh(self.open.replied, reply.content)
+                self.open.evaluated += self._evaluated(device.name, reply.content)
         if answer_all:  # a poller waits for every reply: the missing ones, as errors
             answered = {m.metadata.reply_to_message_id for m in out}
             why = Error(code=ErrorCode.UNKNOWN, reason=f"{CUT}no reply by runtime.round_timeout_s")
@@ -313,6 +318,15 @@ class AppLoop(RoundLoop):
                 if i not in answered
             ]
         return out
+
+    def _evaluated(self, device: str, content: RecordDict) -> list[ClientMetric]:
+        """An evaluate reply's numbers as client_metrics.csv rows of the open round."""
+        assert self.open is not None
+        spec = self.open.spec
+        return [
+            ClientMetric(spec.round, spec.day, device, MessageType.EVALUATE, *metric)
+            for metric in reply_metrics(content)
+        ]
 
     def _finish_open(self) -> None:
         """The open round's outcome to the hooks (rows, ledger, progress, stopping)."""
@@ -339,6 +353,8 @@ class AppLoop(RoundLoop):
             host_round_s=host_s,
             server_s=host_s - r.waited,
             skipped=self.fleet.skipped,
+            # Replies come in any order; the rows go by device (stable: a device's own order).
+            evaluate_metrics=tuple(sorted(r.evaluated, key=lambda m: m.device)),
         )
         self.finish(outcome, after)
         self.state = after

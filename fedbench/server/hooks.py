@@ -12,8 +12,8 @@ assembly adds them, fedbench.server.app):
 Configured, in the `hooks` group (fedbench/conf/hooks/default.yaml), and built here
 by `build_hooks`:
 
-- `RecordHook`: rounds.csv, server_rounds.csv and, on evaluation rounds, the
-  summary (fedbench.report);
+- `RecordHook`: rounds.csv, client_metrics.csv, server_rounds.csv and, on
+  evaluation rounds, the summary (fedbench.report);
 - `ProgressHook`: the console lines;
 - `LoggerHook`: the experiment trackers of `report.loggers`;
 - `CheckpointHook`: everything needed to resume after this round;
@@ -74,7 +74,8 @@ class LedgerHook(ServerHook):
 
 
 class RecordHook(ServerHook):
-    """rounds.csv, server_rounds.csv and, on evaluation rounds, the summary's evaluations."""
+    """rounds.csv, client_metrics.csv, server_rounds.csv and, on evaluation rounds, the
+    summary's evaluations."""
 
     def on_run_begin(self, run: Run) -> None:
         self.writer = run.writer
@@ -83,7 +84,7 @@ class RecordHook(ServerHook):
         self.availability = run.availability
 
     def on_round_end(self, outcome: RoundOutcome, state: LoopState) -> None:
-        self.writer.rounds(outcome.reports)
+        self.writer.rounds(outcome.reports, outcome.client_metrics)
         replied = sum(r.report.reason != "no reply" for r in outcome.replies)
         self.server_rounds.write(
             ServerRound(

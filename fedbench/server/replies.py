@@ -43,6 +43,7 @@ from fedbench.protocol import (
     REPORT,
     STATE,
     UNREAD,
+    reply_metrics,
     state_from,
     ungroup_all,
 )
@@ -73,6 +74,9 @@ class Reply:
     instruction: Message
     unread: tuple[str, ...] = ()  # train config keys a client half needs, never read
     content: RecordDict | None = None  # the device's reply as its ClientApp wrote it
+    # Every number its ClientApp returned, as (record, key, value): client_metrics.csv
+    # (fedbench.protocol.reply_metrics), whatever the reply's status.
+    metrics: tuple[tuple[str, str, float], ...] = ()
 
     def as_message(self) -> Message:
         """The clean update as a reply to its instruction (what a Flower strategy aggregates)."""
@@ -127,9 +131,9 @@ def read_replies(
             )
             continue
         arrived = received_at.get(s.message.metadata.message_id, time.time())
-        out.append(
-            _read(s, base, content, error, global_arrays, arrays_key, arrived, defense, as_is)
-        )
+        reply = _read(s, base, content, error, global_arrays, arrays_key, arrived, defense, as_is)
+        metrics = reply_metrics(content) if content is not None else ()
+        out.append(replace(reply, metrics=metrics))
     return sorted(_refuse_outliers(out, global_arrays, defense), key=lambda r: r.device.name)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from flwr.app import ArrayRecord, MetricRecord
 from flwr.serverapp.strategy import Strategy
 
-from fedbench.core.records import RoundReport
+from fedbench.core.records import ClientMetric, RoundReport
 from fedbench.experiment.schema import Experiment
 from fedbench.ledger import Ledger
 from fedbench.report.progress import Task
@@ -50,10 +50,22 @@ class RoundOutcome:
     host_round_s: float  # host seconds from configure to aggregate
     server_s: float  # of those, the server's own work (not waiting for replies)
     skipped: str  # why nobody trained, if nobody did
+    # What the devices' evaluate replies returned (a user app's federated evaluation).
+    evaluate_metrics: tuple[ClientMetric, ...] = ()
 
     @property
     def reports(self) -> list[RoundReport]:
         return [r.report for r in self.replies]
+
+    @property
+    def client_metrics(self) -> list[ClientMetric]:
+        """Every number the devices returned this round: train replies, then evaluate ones."""
+        train = [
+            ClientMetric(r.report.round, r.report.day, r.device.name, "train", *metric)
+            for r in self.replies
+            for metric in r.metrics
+        ]
+        return train + list(self.evaluate_metrics)
 
     @property
     def end_s(self) -> float:

@@ -97,3 +97,36 @@ def test_each_devices_context_state_stays_its_own(fedbench_runs: FedbenchRuns) -
             assert metrics["rounds-trained"] == server_round, (pid, server_round)
             sums[pid] = sums.get(pid, 0.0) + metrics["train_loss"]
             assert metrics["loss-sum"] == sums[pid]
+
+
+def test_a_non_torch_app_is_costed_and_every_metric_it_returns_is_kept(tmp_path: Path) -> None:
+    """The scikit-learn app on emulated phones: each round costs its CPU time (not the
+    0.15 ms its no-op trace gave), and client_metrics.csv holds every number its train
+    and evaluate replies returned, under the app's own names."""
+    run = tmp_path / "sklearn"
+    proc = run_fedbench(
+        [
+            f"app={ROOT / 'sklearn_app'}",
+            "fleet.devices=[{profile:pixel2,count:3}]",
+            "strategy.clients_per_round=3",
+            "scenario=rounds",
+            "scenario.rounds=2",
+        ],
+        run,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = list(csv.DictReader((run / "rounds.csv").open()))
+    assert len(rows) == 6 and {r["status"] for r in rows} == {"ok"}
+    assert {r["cost_basis"] for r in rows} == {"cpu_time"}
+    assert all(float(r["latency_s"]) > 1e-3 and float(r["energy_j"]) > 1e-3 for r in rows)
+    metrics = list(csv.DictReader((run / "client_metrics.csv").open()))
+    kept: dict[tuple[str, str, str], set[str]] = {}
+    for m in metrics:
+        kept.setdefault((m["round"], m["device"], m["message"]), set()).add(m["key"])
+    devices = {r["device"] for r in rows}
+    train = {"train_loss", "train_acc", "num-examples"}
+    evaluate = {"eval_loss", "eval_acc", "num-examples"}
+    expected = {(r, d, "train"): train for r in "12" for d in devices}
+    expected |= {(r, d, "evaluate"): evaluate for r in "12" for d in devices}
+    assert kept == expected

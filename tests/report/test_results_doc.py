@@ -66,6 +66,12 @@ def test_every_rounds_csv_column_is_documented() -> None:
     assert {"start_s", "end_s", "model_version", "staleness"} <= documented("rounds.csv")
 
 
+def test_every_client_metrics_column_is_documented() -> None:
+    missing = set(records.METRIC_FIELDS) - documented("client_metrics.csv")
+    assert not missing, f"client_metrics.csv columns without an entry: {sorted(missing)}"
+    assert "`client_metrics.csv`" in DOC.read_text()  # in the run folder's table of files
+
+
 def test_every_server_rounds_column_is_documented() -> None:
     written = set(SERVER_ROUND_COLUMNS) | set(getattr(records, "SERVER_ROUND_FIELDS", ()))
     missing = written - documented("server_rounds.csv")
