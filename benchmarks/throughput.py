@@ -18,6 +18,12 @@ side by side in one invocation as whole processes, start-up included:
   than this; where pooled is barely faster than bare, the step is
   compute-bound and no batching across clients can reach a multiple of it.
 
+fedbench scores the global model on the test split before round 1 and after
+every round; bare and flower do the same with the same code
+(TestSplitEvaluation on one thread, as a Flower app's `evaluate_fn` would),
+outside the timed round and inside the whole run, so the whole-run ratio
+compares the same work (before 2026-12-07 they did not evaluate at all).
+
 Two workloads (issue 13): 100 devices per round of the small CNN, and 4
 devices of DenseNet40 (64 samples each, batch 16). Reported per contender:
 whole-run seconds, warm round seconds (median after the first round) and
@@ -185,6 +191,17 @@ def _clients(experiment: object) -> tuple[object, object, object, object]:
     return build_scenario(experiment), ctx, train_params(experiment, None), build_model  # type: ignore[arg-type]
 
 
+def _scorer(experiment: object, ctx: object, build_model: object) -> object:
+    """fedbench's own test-split evaluation (runtime.server_threads=1), for a contender to
+    score its global model with before round 1 and after every round, as fedbench does:
+    the contenders do the same work, and a Flower app evaluates centrally the same way
+    (`FedAvg.start(evaluate_fn=...)`). Untimed in the warm round, inside the whole run."""
+    from fedbench.server.evaluation import TestSplitEvaluation
+
+    model = build_model(experiment.model)  # type: ignore[operator, attr-defined]
+    return TestSplitEvaluation(model, ctx.splits.test, threads=1)  # type: ignore[attr-defined]
+
+
 def _on(data: Tensors, device: str) -> Tensors:
     """A device's data where its contender trains (a GPU: copied once per round)."""
     from fedbench.data.source import Tensors
@@ -205,6 +222,7 @@ def bare(config: list[str], device: str = "cpu", threads: int | None = None) -> 
     On the CPU with all the host's cores (or `threads`), or on a GPU.
     """
     import torch
+    from flwr.app import ArrayRecord
 
     from fedbench.train.average import weighted_state
     from fedbench.train.loop import train_local
@@ -216,6 +234,8 @@ def bare(config: list[str], device: str = "cpu", threads: int | None = None) -> 
     model = build_model(experiment.model).to(device)  # type: ignore[operator, attr-defined]
     global_state = {k: v.clone() for k, v in model.state_dict().items()}
     devices = experiment.strategy.params["clients_per_round"]  # type: ignore[attr-defined]
+    score = _scorer(experiment, ctx, build_model)
+    score(0, ArrayRecord(global_state))  # type: ignore[operator]
     times = []
     for r in range(1, experiment.scenario.params["rounds"] + 1):  # type: ignore[attr-defined]
         start = time.perf_counter()
@@ -229,6 +249,7 @@ def bare(config: list[str], device: str = "cpu", threads: int | None = None) -> 
         global_state = weighted_state(updates, sizes)
         _sync(device)
         times.append(time.perf_counter() - start)
+        score(r, ArrayRecord({k: v.cpu() for k, v in global_state.items()}))  # type: ignore[operator]
     return times
 
 
@@ -321,12 +342,14 @@ def flower(config: list[str], device: str = "cpu") -> list[float]:
     def main(grid: Grid, context: Context) -> None:
         import torch
 
-        _, _, _, build_model = _clients(experiment)
+        _, ctx, _, build_model = _clients(experiment)
         torch.manual_seed(0)
         arrays = ArrayRecord(build_model(experiment.model).state_dict())  # type: ignore[operator, attr-defined]
         strategy = FedAvg(
             fraction_evaluate=0.0, min_available_nodes=devices, min_train_nodes=devices
         )
+        score = _scorer(experiment, ctx, build_model)
+        score(0, arrays)  # type: ignore[operator]
         for r in range(1, rounds + 1):
             start = time.perf_counter()
             replies = grid.send_and_receive(
@@ -335,6 +358,7 @@ def flower(config: list[str], device: str = "cpu") -> list[float]:
             new, _ = strategy.aggregate_train(r, replies)
             arrays = new if new is not None else arrays
             times.append(time.perf_counter() - start)
+            score(r, arrays)  # type: ignore[operator]
 
     cpus = os.cpu_count() or 1
     ray.init(num_cpus=cpus, include_dashboard=False, logging_level=40)
