@@ -92,6 +92,7 @@ from fedbench.runtime.processes import (
 from fedbench.runtime.proxy import PROXIES, REFUSED_REQUESTS, Gate, choose
 from fedbench.runtime.proxy import argv as proxy_argv
 from fedbench.runtime.seating import FixedSeating, wait_for_nodes
+from fedbench.runtime.superlink import OTHER_ACCOUNT
 from fedbench.runtime.superlink import REFUSED_MARK as CONTROL_REFUSED
 from fedbench.security import TlsFiles, issue_secret, issue_tls, read_public_key
 from fedbench.train.accelerator import ACCELERATOR_ENV, check_host
@@ -499,7 +500,9 @@ def _refusals(run_dir: Path) -> list[str]:
 
 def _copy_refusals(run_dir: Path) -> None:
     nodes = _refusals(run_dir)
-    local = [line for line in _superlink_log(run_dir) if CONTROL_REFUSED in line]
+    local = [
+        line for line in _superlink_log(run_dir) if CONTROL_REFUSED in line or OTHER_ACCOUNT in line
+    ]
     try:
         requests = (run_dir / REFUSED_REQUESTS).read_text().splitlines()
     except OSError:
@@ -513,7 +516,10 @@ def _copy_refusals(run_dir: Path) -> None:
             text += "# Requests the proxy refused: not the Fleet API (time, peer, method, path).\n"
             text += "\n".join(requests) + "\n"
         if local:
-            text += "# Calls the SuperLink refused on 127.0.0.1: no Control API credential.\n"
+            text += (
+                "# Calls the SuperLink refused on 127.0.0.1: no Control API credential, "
+                "or another account's.\n"
+            )
             text += "\n".join(local) + "\n"
         (run_dir / "refused.log").write_text(text)
 

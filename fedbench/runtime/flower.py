@@ -1,4 +1,4 @@
-"""Flower 1.41's deployment tools, as fedbench drives them.
+"""Flower 1.42's deployment tools, as fedbench drives them.
 
 - `flower-superlink`: one HTTPS server (Fleet, Control and Runtime APIs on
   one port) with `--enable-supernode-auth`: only SuperNodes whose public
@@ -10,7 +10,10 @@
   `--isolation process` plus `--superexec-auth-secret-file`: only a
   SuperExec holding the run's generated secret may take the ServerApp task
   (Flower ignores the secret with `--isolation subprocess`), so fedbench
-  starts that `flower-superexec` itself, which starts `flwr-serverapp`;
+  starts that SuperExec itself, which starts `flwr-serverapp`: Flower's
+  SuperExec loop, run by fedbench.runtime.superexec so that the task token
+  reaches `flwr-serverapp` (and `flwr-clientapp`) by an inherited file
+  descriptor, never on a command line `ps` shows every account;
   `--disable-runtime-dependency-installation` keeps it from `uv sync`-ing
   the app (fedbench is installed already).
 - `flower-supernode`: joins with `--root-certificates` (the CA that signed
@@ -20,7 +23,7 @@
   itself (`--isolation subprocess`) that API hands the ClientApp's task,
   model included, to any local caller (Flower ignores the SuperExec secret
   there); fedbench runs it with `--isolation process` and the run's secret,
-  and starts the node's `flower-superexec` itself (`node_superexec_argv`).
+  and starts the node's SuperExec itself (`node_superexec_argv`).
 - `flwr` (the CLI) reads named SuperLink connections from
   `$FLWR_HOME/config.toml`; fedbench gives each run its own FLWR_HOME in
   the run folder with one connection, `fedbench`, at an explicit address, so
@@ -131,10 +134,16 @@ def superlink_argv(
     ]
 
 
+def _superexec(task_command: str) -> list[str]:
+    """fedbench's SuperExec: Flower's, with each task token off the command line (superexec.py)."""
+    tool(task_command)  # what it will start is installed (a clear error otherwise)
+    return [sys.executable, "-m", "fedbench.runtime.superexec"]
+
+
 def superexec_argv(runtime_api: str, ca: Path, secret: Path, parent_pid: int) -> list[str]:
     """The SuperExec that runs the ServerApp of each run (ends with `parent_pid`)."""
     return [
-        tool("flower-superexec"),
+        *_superexec("flwr-serverapp"),
         "--runtime-api-address",
         runtime_api,
         "--root-certificates",
@@ -153,7 +162,7 @@ def node_superexec_argv(runtime_port: int, secret: Path, parent_pid: int) -> lis
     subprocess mode runs it); the secret signs the task requests on it.
     """
     return [
-        tool("flower-superexec"),
+        *_superexec("flwr-clientapp"),
         "--insecure",
         "--runtime-api-address",
         f"127.0.0.1:{runtime_port}",

@@ -5,8 +5,10 @@ CPUs and memory cap of its profile (fedbench.runtime.limits), its own
 FLWR_HOME (each SuperNode unpacks the app there) and its own local Runtime
 API port, and runs `flower-supernode --node-config partition-id=<index>`
 through the limits launcher. That Runtime API serves only the node's own
-`flower-superexec`, which holds the run's SuperExec secret and is started
-beside it under the same limits (its ClientApps inherit them).
+SuperExec (fedbench.runtime.superexec: each ClientApp's task token by file
+descriptor, not on its command line), which holds the run's SuperExec
+secret and is started beside it under the same limits (its ClientApps
+inherit them).
 """
 
 from __future__ import annotations
