@@ -21,6 +21,7 @@ import datetime as dt
 import ipaddress
 import os
 import re
+import ssl
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from cryptography import x509
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from fedbench.cli.grammar import Grammar, Key
@@ -60,13 +62,78 @@ class TlsFiles:
     server_key: Path
 
     def check(self) -> None:
-        for label, path in (
-            ("tls_ca_cert", self.ca_cert),
-            ("tls_server_cert", self.server_cert),
-            ("tls_server_key", self.server_key),
+        """Refuse what the proxy could not serve with: one line naming the key and the file."""
+        ca = _pem_certificates("tls_ca_cert", self.ca_cert)[0]
+        cert = _pem_certificates("tls_server_cert", self.server_cert)[0]
+        key = _pem_private_key("tls_server_key", self.server_key)
+        spki = (serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+        if key.public_key().public_bytes(*spki) != cert.public_key().public_bytes(*spki):
+            raise FedbenchError(
+                f"runtime.tls_server_key={self.server_key}: not the key of "
+                f"runtime.tls_server_cert={self.server_cert} (their public keys differ)"
+            )
+        now = dt.datetime.now(dt.UTC)
+        for label, path, c in (
+            ("tls_ca_cert", self.ca_cert, ca),
+            ("tls_server_cert", self.server_cert, cert),
         ):
-            if not path.is_file():
-                raise FedbenchError(f"runtime.{label}: no such file {path}")
+            if c.not_valid_after_utc < now:
+                raise FedbenchError(
+                    f"runtime.{label}={path}: the certificate expired on "
+                    f"{c.not_valid_after_utc:%Y-%m-%d %H:%M} UTC; issue a new one "
+                    "(python -m fedbench.security issue-tls)"
+                )
+        try:  # what the proxy does with them
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(self.server_cert, self.server_key)
+        except ssl.SSLError as exc:
+            raise FedbenchError(
+                f"runtime.tls_server_cert={self.server_cert}: TLS cannot serve it with "
+                f"runtime.tls_server_key={self.server_key} ({exc.reason or exc})"
+            ) from None
+
+
+def _pem_bytes(label: str, path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise FedbenchError(f"runtime.{label}={path}: no such file") from None
+    except IsADirectoryError:
+        raise FedbenchError(f"runtime.{label}={path}: a folder, not a PEM file") from None
+    except OSError as exc:
+        raise FedbenchError(f"runtime.{label}={path}: cannot be read ({exc.strerror})") from None
+
+
+def _pem_certificates(label: str, path: Path) -> list[x509.Certificate]:
+    data = _pem_bytes(label, path)
+    if b"PRIVATE KEY-----" in data:
+        raise FedbenchError(
+            f"runtime.{label}={path}: holds a private key, not a certificate "
+            "(swapped with runtime.tls_server_key?)"
+        )
+    try:
+        return x509.load_pem_x509_certificates(data)
+    except ValueError as exc:
+        raise FedbenchError(
+            f"runtime.{label}={path}: not a PEM certificate (no valid "
+            f"'-----BEGIN CERTIFICATE-----' block: {exc})"
+        ) from None
+
+
+def _pem_private_key(label: str, path: Path) -> PrivateKeyTypes:
+    data = _pem_bytes(label, path)
+    try:
+        return serialization.load_pem_private_key(data, password=None)
+    except TypeError:  # cryptography's way of saying "encrypted"
+        raise FedbenchError(
+            f"runtime.{label}={path}: the key is encrypted; the proxy needs it without "
+            "a passphrase (openssl pkey -in KEY -out KEY.plain)"
+        ) from None
+    except (ValueError, UnsupportedAlgorithm) as exc:
+        raise FedbenchError(
+            f"runtime.{label}={path}: not a PEM private key (no valid "
+            f"'-----BEGIN ... PRIVATE KEY-----' block: {exc})"
+        ) from None
 
 
 @dataclass(frozen=True)

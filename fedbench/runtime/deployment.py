@@ -178,6 +178,8 @@ class DeploymentRuntime(Runtime):
         check_address(self.address)
         if self.port is not None:
             check_port_free(self.address, int(self.port))
+        if self.tls_ca_cert is not None:
+            self._given_tls().check()  # before the run folder, not as the proxy's exit code
 
     def announced_names(self, run_dir: Path) -> dict[str, str]:
         """Physical seat -> the name of the key registered for it (what the device announces)."""
@@ -332,11 +334,12 @@ class DeploymentRuntime(Runtime):
             return self.address_space_headroom_mb
         return idle_address_space_mb() + FLOWER_HEADROOM_MB
 
+    def _given_tls(self) -> TlsFiles:
+        return TlsFiles(*(Path(str(getattr(self, k))).expanduser().resolve() for k in TLS_KEYS))
+
     def _tls(self, run_dir: Path) -> TlsFiles:
         if self.tls_ca_cert is not None:
-            files = TlsFiles(
-                *(Path(str(getattr(self, k))).expanduser().resolve() for k in TLS_KEYS)
-            )
+            files = self._given_tls()
             files.check()
             return files
         hosts = list(dict.fromkeys([*self.advertise, *LOCAL_NAMES]))

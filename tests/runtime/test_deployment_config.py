@@ -148,3 +148,58 @@ def test_flwr_json_documents_and_node_activations_are_read_from_output(tmp_path:
     )
     assert _activated(tmp_path) == {12}
     assert len(_refusals(tmp_path)) == 1
+
+
+def _tls_cases(tmp_path: Path) -> dict[str, tuple[list[str], tuple[str, ...]]]:
+    """Bad `runtime.tls_*` sets: overrides and what the one line must name."""
+    good = issue_tls(tmp_path / "good", ["127.0.0.1"])
+    other = issue_tls(tmp_path / "other", ["127.0.0.1"])
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_bytes(b"\x00\x01 this is not PEM \xff\n")
+
+    def given(ca: Path, cert: Path, key: Path) -> list[str]:
+        return [
+            f"runtime.tls_ca_cert={ca}",
+            f"runtime.tls_server_cert={cert}",
+            f"runtime.tls_server_key={key}",
+        ]
+
+    return {
+        "garbage cert": (
+            given(good.ca_cert, garbage, good.server_key),
+            (f"runtime.tls_server_cert={garbage}", "not a PEM certificate"),
+        ),
+        "swapped": (
+            given(good.ca_cert, good.server_key, good.server_cert),
+            (f"runtime.tls_server_cert={good.server_key}", "holds a private key"),
+        ),
+        "another key": (
+            given(good.ca_cert, good.server_cert, other.server_key),
+            (f"runtime.tls_server_key={other.server_key}", "not the key of"),
+        ),
+        "missing ca": (
+            given(tmp_path / "nope.pem", good.server_cert, good.server_key),
+            (f"runtime.tls_ca_cert={tmp_path / 'nope.pem'}", "no such file"),
+        ),
+    }
+
+
+def test_a_bad_tls_file_is_one_line_naming_key_and_file_and_no_run_folder(
+    tmp_path: Path,
+) -> None:
+    from tests.cli_runner import Command, run_commands
+
+    cases = _tls_cases(tmp_path)
+    commands = []
+    for i, (overrides, _) in enumerate(cases.values()):
+        cwd = tmp_path / f"case{i}"
+        cwd.mkdir()
+        args = ("runtime=deployment", "experiment=smoke", *overrides, "dry_run=true")
+        commands.append(Command("fedbench", args, str(cwd)))
+    results = run_commands(commands)
+    for i, ((name, (_, expect)), result) in enumerate(zip(cases.items(), results, strict=True)):
+        lines = result.stderr.strip().splitlines()
+        assert result.code == 2, (name, result.stderr[-2000:])
+        assert len(lines) == 1 and lines[0].startswith("fedbench: error: "), (name, lines)
+        assert all(e in lines[0] for e in expect), (name, lines[0])
+        assert list((tmp_path / f"case{i}").iterdir()) == [], name  # no run folder
