@@ -54,13 +54,16 @@ from pathlib import Path
 
 from flwr.serverapp import Grid
 
+from fedbench.core import interrupt
 from fedbench.core.device import DeviceSpec
 from fedbench.core.seating import Seating
 from fedbench.errors import FedbenchError
 from fedbench.experiment.codec import to_json
 from fedbench.experiment.fleet import expand_fleet
 from fedbench.experiment.schema import Experiment
+from fedbench.report.interrupted import mark_interrupted
 from fedbench.report.progress import PREFIX, WARNING, console
+from fedbench.report.writer import SUMMARY_JSON
 from fedbench.runtime.base import Apps, Runtime
 from fedbench.runtime.bundle import write_bundle
 from fedbench.runtime.flower import (
@@ -86,7 +89,6 @@ from fedbench.runtime.processes import (
     ProcessSet,
     Started,
     sweep,
-    terminate_as_interrupt,
     wait_alive,
 )
 from fedbench.runtime.proxy import PROXIES, REFUSED_REQUESTS, Gate, choose
@@ -96,10 +98,12 @@ from fedbench.runtime.superlink import OTHER_ACCOUNT
 from fedbench.runtime.superlink import REFUSED_MARK as CONTROL_REFUSED
 from fedbench.security import TlsFiles, issue_secret, issue_tls, read_public_key
 from fedbench.train.accelerator import ACCELERATOR_ENV, check_host
+from fedbench.trust import bounded
 
 LOCAL_NAMES = ("127.0.0.1", "localhost")
 _PROTOBUF = {"content-type": "application/protobuf", "accept": "application/protobuf"}
 TLS_KEYS = ("tls_ca_cert", "tls_server_cert", "tls_server_key")
+SERVERAPP = "flwr-serverapp"  # the process the ServerApp runs in (a role's last word)
 
 
 def one_or_many(value: object, key: str, what: str) -> tuple[str, ...]:
@@ -230,8 +234,10 @@ class DeploymentRuntime(Runtime):
         # with the SuperLink's start-up.
         pool = ThreadPoolExecutor(max_workers=1)
         headroom = pool.submit(self._headroom_mb)
-        try:
-            with terminate_as_interrupt():
+        # The first Ctrl-C or SIGTERM ends the run through the `finally` below; a second
+        # one (or any during that stop) hurries the stop, never breaks it off.
+        with interrupt.signals_interrupt_then_hurry() as stop:
+            try:
                 public = self._tls(run_dir)
                 inner = issue_tls(run_dir / "credentials" / "internal", ["localhost", "127.0.0.1"])
                 secret = issue_secret(run_dir / "credentials" / "superexec.secret")
@@ -308,21 +314,31 @@ class DeploymentRuntime(Runtime):
                     _progress(f"physical device {key.stem} is {slot.name} (key {key.name})")
                 write_observed_limits(run_dir / "logs" / "limits.csv", started)
                 self._submit(cli, procs, experiment, run_dir, verbose)
-        except KeyboardInterrupt:
-            interrupted = True
-        finally:
-            stopping = time.monotonic()
-            pool.shutdown(wait=True, cancel_futures=True)
-            killed = procs.stop()
-            _copy_refusals(run_dir)
-            for n in nodes:
-                if n.limits.cgroup is not None:
-                    remove_cgroup(n.limits.cgroup)
-            if killed:
-                console.warn(
-                    f"deployment: had to kill {len(killed)} process(es): {', '.join(killed)}"
+            except KeyboardInterrupt:
+                interrupted = True
+            finally:
+                stop.begun()
+                stopping = time.monotonic()
+                pool.shutdown(wait=True, cancel_futures=True)
+                # The ServerApp first, so it writes the run's ending; hurried, the stop
+                # waits for that only.
+                killed = procs.stop(
+                    cut_short=lambda: stop.hurry.is_set() and _ended(run_dir),
+                    first=lambda role: role.endswith(SERVERAPP),
                 )
+                _copy_refusals(run_dir)
+                for n in nodes:
+                    if n.limits.cgroup is not None:
+                        remove_cgroup(n.limits.cgroup)
+                if killed and stop.hurry.is_set():
+                    _progress(f"deployment: killed {len(killed)} process(es), as asked twice")
+                elif killed:
+                    console.warn(
+                        f"deployment: had to kill {len(killed)} process(es): {', '.join(killed)}"
+                    )
         if interrupted:
+            if mark_interrupted(run_dir):
+                console.warn("deployment: the ServerApp was stopped before it wrote its ending")
             _progress(
                 f"deployment: interrupted; stopped the {len(procs.seen)} processes it ran "
                 f"in {time.monotonic() - stopping:.1f} s"
@@ -455,6 +471,16 @@ class DeploymentRuntime(Runtime):
 
 def _progress(line: str) -> None:
     console.line(line)
+
+
+def _ended(run_dir: Path) -> bool:
+    """The ServerApp has written the run's ending: summary.json is there and not `running`."""
+    path = run_dir / SUMMARY_JSON
+    try:
+        summary = bounded.load_json(path, str(path), bounded.SUMMARY_JSON)
+    except (OSError, ValueError, FedbenchError):
+        return False
+    return isinstance(summary, dict) and summary.get("status") != "running"
 
 
 def _local(address: str) -> str:

@@ -49,7 +49,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -232,18 +232,33 @@ class ProcessSet:
                 continue
         return out
 
-    def stop(self, grace_s: float = 5.0) -> list[str]:
-        """Terminate everything, leaves first, kill after `grace_s`; returns what was killed."""
+    def stop(
+        self,
+        grace_s: float = 5.0,
+        cut_short: Callable[[], bool] | None = None,
+        first: Callable[[str], bool] | None = None,
+    ) -> list[str]:
+        """Terminate everything, leaves first, kill after `grace_s`; returns what was killed.
+
+        `first`: the roles terminated, and waited for, before the others: the
+        ServerApp writes the run's ending while its SuperExec, whose end kills it
+        (PR_SET_PDEATHSIG), is still there. `cut_short`: asked while the grace
+        runs; once it says True, what is left is killed at once (a second Ctrl-C,
+        once the ServerApp wrote the run's ending).
+        """
         self.snapshot()
         self._stop.set()
         procs = [p for p in self.alive() if self._dog is None or p.pid != self._dog.pid]
         # Deepest first: a helper whose parent is still alive exits cleanly
         # instead of being re-parented mid-shutdown.
         procs.sort(key=_depth, reverse=True)
-        for p in procs:
-            with contextlib.suppress(psutil.Error):
-                p.terminate()
-        left = self._wait(procs, grace_s)
+        end = time.monotonic() + grace_s
+        early = [p for p in procs if first is not None and first(self.roles.get(p.pid, ""))]
+        if early:
+            _terminate(early)
+            self._wait(early, grace_s, cut_short)
+        _terminate([p for p in procs if p not in early])
+        left = self._wait(procs, max(end - time.monotonic(), 1.0), cut_short)
         killed = [f"{self.roles.get(p.pid, '?')} (pid {p.pid})" for p in left]
         for p in left:
             with contextlib.suppress(psutil.Error):
@@ -263,18 +278,24 @@ class ProcessSet:
                 self._dog.kill()
         return killed
 
-    def _wait(self, procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
-        """Wait for `procs`; our own children through Popen, so it keeps their exit codes."""
+    def _wait(
+        self,
+        procs: list[psutil.Process],
+        timeout: float,
+        cut_short: Callable[[], bool] | None = None,
+    ) -> list[psutil.Process]:
+        """Wait for `procs` (until `cut_short()`, if given, says stop waiting); those left.
+
+        Our own children through Popen, so it keeps their exit codes.
+        """
         mine = {s.pid: s.popen for s in self.started}
         end = time.monotonic() + timeout
-        _, left = psutil.wait_procs([p for p in procs if p.pid not in mine], timeout=timeout)
-        for p in procs:
-            if p.pid in mine:
-                try:
-                    mine[p.pid].wait(timeout=max(0.0, end - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    left.append(p)
-        return left
+        left = list(procs)
+        while True:
+            left = [p for p in left if _running(p, mine.get(p.pid))]
+            if not left or time.monotonic() >= end or (cut_short is not None and cut_short()):
+                return left
+            time.sleep(0.05)
 
     def _reap(self) -> None:
         # Orphans re-parented to us (subreaper) are our children now: collect them.
@@ -291,6 +312,22 @@ class ProcessSet:
     def describe(self) -> list[tuple[int, str]]:
         """(pid, role) of every process this set ever saw, in order of discovery."""
         return [(pid, self.roles.get(pid, "?")) for pid in self.seen]
+
+
+def _terminate(procs: list[psutil.Process]) -> None:
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+
+
+def _running(p: psutil.Process, popen: subprocess.Popen[bytes] | None) -> bool:
+    """Still running: our child not yet exited (Popen reaps it), another not gone or a zombie."""
+    if popen is not None:
+        return popen.poll() is None
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _name(p: psutil.Process) -> str:

@@ -29,6 +29,7 @@ from flwr.app import ArrayRecord, Context
 from flwr.common.logger import FLOWER_LOGGER
 from flwr.serverapp import Grid, ServerApp
 
+from fedbench.core import interrupt
 from fedbench.core.interrupt import RunInterrupted
 from fedbench.core.numerics import state_sha256
 from fedbench.experiment.codec import EXPERIMENT_KEY, from_json, to_json
@@ -267,6 +268,7 @@ class Folder:
             self.server_rounds.close()
             self.writer.meta["failure"] = ending.failure
             summary = self.writer.finish(ending.status, ending.error)
+            interrupt.ended()  # a second Ctrl-C need not wait for the figures
         if plots:
             # Imported here: matplotlib stays out of the process until the run is over.
             from fedbench.analyze import analyze_finished

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import sys
@@ -11,6 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from fedbench.core import interrupt
 from fedbench.runtime.processes import ProcessSet, terminate_as_interrupt, wait_alive
 
 # A parent that starts a child in a new session (like flower-superlink starts
@@ -90,3 +92,52 @@ def test_sigterm_becomes_a_keyboard_interrupt() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
         time.sleep(5)
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_stop_cut_short_kills_at_once_instead_of_waiting_the_grace(tmp_path: Path) -> None:
+    """A second Ctrl-C hurries the stop: once `cut_short` says so, the grace ends."""
+    procs = ProcessSet(poll_s=0.1)
+    ready = tmp_path / "ignoring"
+    code = (
+        "import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "open(sys.argv[1], 'w').close(); time.sleep(300)"
+    )
+    stubborn = procs.start(
+        "stubborn", [sys.executable, "-c", code, str(ready)], dict(os.environ), None
+    )
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        assert time.monotonic() < deadline, "the child never started ignoring SIGTERM"
+        time.sleep(0.05)
+    asked = itertools.count()
+    start = time.monotonic()
+    killed = procs.stop(grace_s=60, cut_short=lambda: next(asked) >= 3)  # its 4th look
+    assert time.monotonic() - start < 20  # not the 60 s grace
+    assert killed == [f"stubborn (pid {stubborn.pid})"]
+    assert stubborn.popen.returncode == -signal.SIGKILL
+
+
+def test_the_first_signal_interrupts_and_a_second_only_hurries() -> None:
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    with interrupt.signals_interrupt_then_hurry() as stop:
+        with pytest.raises(KeyboardInterrupt, match="SIGTERM received"):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        # The driver's `finally`: a second signal, either one, neither raises nor kills.
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)
+        deadline = time.monotonic() + 5
+        while not stop.hurry.is_set() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert stop.hurry.is_set()
+    assert {s: signal.getsignal(s) for s in before} == before
+
+
+def test_a_signal_once_the_stop_has_begun_only_hurries() -> None:
+    with interrupt.signals_interrupt_then_hurry() as stop:
+        stop.begun()  # the run ended on its own; its processes are being stopped
+        os.kill(os.getpid(), signal.SIGINT)
+        deadline = time.monotonic() + 5
+        while not stop.hurry.is_set() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    assert stop.hurry.is_set()

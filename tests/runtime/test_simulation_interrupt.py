@@ -15,10 +15,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import psutil
 import pytest
+
+from tests.helpers import run_fedbench
 
 pytestmark = pytest.mark.slow
 
@@ -101,3 +104,66 @@ def _text(path: Path) -> str:
         return path.read_text()
     except FileNotFoundError:
         return ""
+
+
+def test_a_second_sigterm_right_after_the_first_still_writes_the_ending_and_resumes(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM twice within 10 ms: the second no longer ends the process before the run's
+    ending is written (summary.json said `running`); it waits for it, skips the figures.
+
+    The folder then has its summary (`interrupted`), its checkpoint, no Ray process or
+    temp folder left, and `resume=` completes it, every (round, device) row once.
+    """
+    run_dir = tmp_path / "run"
+    out = tmp_path / "out.txt"
+    cmd = [sys.executable, "-m", "fedbench", "experiment=smoke", "scenario.days=5"]
+    proc = subprocess.Popen(
+        [*cmd, f"hydra.run.dir={run_dir}"],
+        stdout=out.open("w"),
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while "day 1:" not in _text(run_dir / "console.log"):
+            assert proc.poll() is None and time.monotonic() < deadline, _text(out)[-3000:]
+            time.sleep(0.2)
+        tree = psutil.Process(proc.pid).children(recursive=True)
+        temp = {a for p in tree for a in _cmdline(p) if a.startswith("--temp-dir=")}
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        second = time.monotonic()
+        rc = proc.wait(timeout=60)
+        took = time.monotonic() - second
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    text = _text(out)
+    assert rc == 130, text[-3000:]
+    assert "Traceback" not in text
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "interrupted", (summary["status"], text[-2000:])
+    assert (run_dir / "checkpoint.pt").is_file()
+    assert took < 30, took  # quick: no figures, no Ray shutdown
+    _, alive = psutil.wait_procs(tree, timeout=30)
+    assert not alive, [(p.pid, p.name()) for p in alive]
+    assert len(temp) == 1
+    assert not Path(temp.pop().split("=", 1)[1]).parent.exists()  # the fbray-* folder
+
+    proc2 = run_fedbench([f"resume={run_dir}"], tmp_path / "resume-invocation")
+    assert proc2.returncode == 0, proc2.stderr[-3000:]
+    assert "resuming after round" in proc2.stdout
+    rows = list(csv.DictReader((run_dir / "rounds.csv").open()))
+    assert Counter(r["round"] for r in rows) == {str(n): 3 for n in range(1, 6)}, rows
+    assert len({(r["round"], r["device"]) for r in rows}) == len(rows)  # never a row twice
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["final_day"] == 5
+
+
+def _cmdline(p: psutil.Process) -> list[str]:
+    try:
+        return " ".join(p.cmdline()).split()
+    except psutil.Error:
+        return []
