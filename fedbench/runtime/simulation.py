@@ -3,7 +3,9 @@
 The only module that calls Flower's (deprecated) `run_simulation`. It starts
 a private Ray instance - or joins `ray_address` - with its session files in
 a folder it owns, runs the ServerApp, and shuts Ray down again so no process
-outlives the run.
+outlives the run. The private instance is this host's alone: every socket
+of it listens on 127.0.0.1 (`loopback`), and its folder is 0700
+(`check_private`; docs/security.md).
 
 Devices are not nodes: the simulation has one virtual SuperNode per device
 a round trains at once (the selector's clients_per_round x (1 + overcommit)),
@@ -21,12 +23,15 @@ local cluster gives Ray GPU N only.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import shutil
 import tempfile
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +42,7 @@ from fedbench.core.seating import Seating
 from fedbench.errors import FedbenchError
 from fedbench.experiment.schema import Experiment
 from fedbench.folders import check_folder
+from fedbench.report.interrupted import mark_interrupted
 from fedbench.runtime.base import Apps, Runtime, check_reachable
 from fedbench.runtime.limits import ARENA_ENV
 from fedbench.runtime.logs import route_flower_logs
@@ -167,9 +173,12 @@ class SimulationRuntime(Runtime):
         verbose = experiment.verbose
         handler = route_flower_logs(run_dir, verbose)
         # Ray's session folder holds unix sockets whose paths must stay short
-        # (~107 chars), so it lives under the system temp dir, not the run folder.
+        # (~107 chars), so it lives under the system temp dir, not the run folder:
+        # in a folder of ours, 0700, since Ray makes its own folders 0777 (check_private).
         own_tmp = self.ray_temp_dir is None
-        temp_dir = self.ray_temp_dir or tempfile.mkdtemp(prefix="fbray-")
+        private = (
+            None if self.ray_address else tempfile.mkdtemp(prefix="fbray-", dir=self.ray_temp_dir)
+        )
         init: dict[str, Any] = {
             "include_dashboard": False,
             "log_to_driver": verbose,
@@ -178,8 +187,11 @@ class SimulationRuntime(Runtime):
         if self.ray_address:
             init["address"] = self.ray_address
         else:
+            assert private is not None
             init.update(
-                num_cpus=os.cpu_count() or 1, _temp_dir=temp_dir, object_store_memory=512 * 1024**2
+                num_cpus=os.cpu_count() or 1,
+                _temp_dir=os.path.join(private, RAY_FOLDER),
+                object_store_memory=512 * 1024**2,
             )
         os.environ["RAY_DEDUP_LOGS"] = "0"
         if self.enforce_caps:
@@ -189,44 +201,109 @@ class SimulationRuntime(Runtime):
         # Ray warns on every start about a future default we do not rely on (no GPUs).
         os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
         # Ray's local workers inherit the driver's environment: which GPUs Ray may hand
-        # out (`cuda:N`: that one only, GPU 0 inside the workers) and where they train.
-        workers_env = {} if self.ray_address else self._local_worker_env()
+        # out (`cuda:N`: that one only, GPU 0 inside the workers) and where they train;
+        # and that the private node is this host's alone (loopback()).
+        workers_env = {} if self.ray_address else {**self._local_worker_env(), **LOOPBACK_ENV}
         before = {k: os.environ.get(k) for k in workers_env}
         os.environ.update(workers_env)
-        try:
-            ray.init(**init)
-            if not self.ray_address:
-                _stop_idle_services(keep_logs=verbose)
-            gpus = float(ray.cluster_resources().get("GPU", 0.0))
-            if self.accelerator.startswith("cuda") and gpus == 0:
-                raise FedbenchError(
-                    f"runtime.accelerator={self.accelerator}: the Ray cluster at "
-                    f"{self.ray_address} has no GPU; use auto or cpu"
-                )
-            share = self._gpu_share(gpus, self.workers())
-            backend = {"client_resources": {"num_cpus": self.client_cpus, "num_gpus": share}}
-            # After ray.init, whose SIGTERM handler aborts the process: the first Ctrl-C or
-            # SIGTERM ends the run between rounds, its folder written (fedbench.core.interrupt).
-            with warnings.catch_warnings(), interrupt.signals_ask_to_stop():
-                warnings.simplefilter("ignore")
-                run_simulation(
-                    server_app=apps.server,
-                    client_app=apps.client,
-                    num_supernodes=self.nodes(experiment),
-                    backend_config=backend,  # type: ignore[arg-type]
-                    verbose_logging=verbose,
-                )
-        finally:
-            ray.shutdown()
-            for key, value in before.items():  # this process's own environment, as it was
-                if value is None:
-                    os.environ.pop(key, None)
+        # Till Ray is shut down: the first signal ends the run between rounds, a second
+        # the process (fedbench.core.interrupt); signals_ask_to_stop is entered after
+        # ray.init, whose own SIGTERM handler exits the process half-way.
+        with contextlib.ExitStack() as signals:
+            try:
+                if private is None:
+                    ray.init(**init)
                 else:
-                    os.environ[key] = value
-            if own_tmp:
-                shutil.rmtree(temp_dir, ignore_errors=True)
-            if handler is not None:
-                handler.close()
+                    with loopback():
+                        ray.init(**init)
+                    check_private(private)
+                    _stop_idle_services(keep_logs=verbose)
+                gpus = float(ray.cluster_resources().get("GPU", 0.0))
+                if self.accelerator.startswith("cuda") and gpus == 0:
+                    raise FedbenchError(
+                        f"runtime.accelerator={self.accelerator}: the Ray cluster at "
+                        f"{self.ray_address} has no GPU; use auto or cpu"
+                    )
+                share = self._gpu_share(gpus, self.workers())
+                backend = {"client_resources": {"num_cpus": self.client_cpus, "num_gpus": share}}
+                # A second signal waits for the run's ending (without it, marks the
+                # summary), ends Ray's processes and removes our temp folder.
+                remove = partial(shutil.rmtree, private, True) if own_tmp and private else None
+                words = partial(mark_interrupted, run_dir)
+                signals.enter_context(interrupt.signals_ask_to_stop(words, remove))
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    run_simulation(
+                        server_app=apps.server,
+                        client_app=apps.client,
+                        num_supernodes=self.nodes(experiment),
+                        backend_config=backend,  # type: ignore[arg-type]
+                        verbose_logging=verbose,
+                    )
+            finally:
+                ray.shutdown()
+                for key, value in before.items():  # this process's own environment, as it was
+                    if value is None:
+                        os.environ.pop(key, None)
+                    else:
+                        os.environ[key] = value
+                if own_tmp and private is not None:
+                    shutil.rmtree(private, ignore_errors=True)
+                if handler is not None:
+                    handler.close()
+
+
+RAY_FOLDER = "ray"  # Ray's temp dir, inside our 0700 fbray-* folder
+LOOPBACK = "127.0.0.1"
+# Ray's own switch for a node of this host alone (its default on macOS and Windows): the
+# node's address is then 127.0.0.1, and Ray's gRPC servers listen on 127.0.0.1 exactly
+# when their node's address is 127.0.0.1. Workers and agents inherit it.
+LOOPBACK_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+
+
+@contextlib.contextmanager
+def loopback() -> Iterator[None]:
+    """Within it, `ray.init` starts a private node on 127.0.0.1 only.
+
+    Ray 2.x gives a node the host's outward address unless clusters are switched
+    off (LOOPBACK_ENV), and its GCS, raylet, workers and actors then listen on
+    every interface (`::`), its runtime-env agent on that address: open to the
+    network, with no authentication. Ray reads the switch when it is imported,
+    which may have happened before LOOPBACK_ENV was set: its value is set here too,
+    for the `ray.init` only.
+    """
+    import ray._private.ray_constants as ray_constants
+
+    before = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = before
+
+
+def check_private(folder: str) -> None:
+    """After `ray.init` of a private node: it is on 127.0.0.1, its folders 0700.
+
+    Ray makes its temp and session folders 0777 (its sockets and logs are in
+    them); they sit inside `folder`, which fedbench made 0700, and are set 0700
+    as well. A node on another address is refused rather than run open.
+    """
+    import ray
+
+    address = ray.util.get_node_ip_address()
+    if address != LOOPBACK:
+        raise FedbenchError(
+            f"Ray started the private simulation node on {address}, not {LOOPBACK}: its "
+            "servers would listen on every interface, so fedbench stops here (is this Ray "
+            "release supported?); runtime.ray_address joins a cluster on purpose"
+        )
+    os.chmod(folder, 0o700)
+    for root, dirs, _ in os.walk(folder):  # no other account can reach in to plant a link
+        for path in (os.path.join(root, name) for name in dirs):
+            if not os.path.islink(path):  # session_latest
+                with contextlib.suppress(OSError):
+                    os.chmod(path, 0o700)
 
 
 def _stop_idle_services(keep_logs: bool) -> None:
