@@ -1,8 +1,8 @@
 """Every process a deployment starts, and stopping all of them by PID.
 
-Flower's servers spawn helpers of their own: the SuperLink a detached
-`flower-superexec` (own session) that starts `flwr-serverapp`; each
-SuperNode a `flower-superexec` that starts one `flwr-clientapp` per message.
+Flower's servers have helpers of their own: the SuperLink a detached
+SuperExec (`fedbench.runtime.superexec`, own session) that starts `flwr-serverapp`;
+each SuperNode a SuperExec that starts one `flwr-clientapp` per message.
 Killing a process group therefore misses some of them, and a helper whose
 parent dies is re-parented and keeps running. So the `ProcessSet` makes
 this process a child subreaper (Linux: orphans of our descendants come back
