@@ -19,6 +19,16 @@ this user's HMAC (fedbench.server.checkpoint), or be accepted explicitly with
 `resume_untrusted=true`; and what it holds must agree with the folder's rows
 (fedbench.server.resumable). A folder whose checkpoint was removed after it
 recorded complete rounds is refused: it cannot continue from them.
+
+Two checks keep a resumed run the run it was. The checkpoint's model arrays
+must have the names, shapes and dtypes of the network config.yaml builds
+(built on the meta device: no memory, no initialisation), so another model's
+checkpoint, signed under this user's key, is refused here rather than when the
+server loads it mid-run. And the code must be the code that made the folder:
+the commit summary.json's provenance recorded against this checkout's - or,
+where either side is not a git checkout, the fedbench version - unless
+`resume_any_commit=true` says to continue with this code (then summary.json's
+`provenance.earlier_code` keeps the code that wrote the earlier rounds).
 """
 
 from __future__ import annotations
@@ -27,16 +37,21 @@ import contextlib
 import csv
 import json
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 
+from fedbench import __version__
 from fedbench.errors import FedbenchError
+from fedbench.experiment.build import build_model
 from fedbench.experiment.schema import Experiment
 from fedbench.report.integrity import RowsIntegrity
 from fedbench.report.progress import console
+from fedbench.report.provenance import EARLIER_CODE_ENV, git_commit, is_commit
 from fedbench.report.server_rounds import SERVER_ROUNDS_CSV
 from fedbench.report.writer import ROUNDS_CSV, SUMMARY_JSON
 from fedbench.scenarios.base import build_scenario
@@ -55,14 +70,21 @@ def resumed_experiment(
     composed: Experiment | None,
     allow_targets: Sequence[str] = (),
     untrusted: bool = False,
+    any_commit: bool = False,
 ) -> Experiment:
-    """The folder's experiment, once its config, checkpoint and rows pass every check."""
+    """The folder's experiment, once its config, code, checkpoint and rows pass every check.
+
+    `any_commit` (`resume_any_commit=true`): continue with this code even where the
+    folder was made by another commit (or fedbench version).
+    """
     config = folder / "config.yaml"
     if not folder.is_dir():
         raise FedbenchError(f"resume={folder}: no such run folder")
     if not config.is_file():
         raise FedbenchError(f"resume={folder}: not a fedbench run folder (no config.yaml)")
     _check_sizes(folder)
+    # The code first: another commit's config schema or model may read this folder wrongly.
+    check_code(folder, any_commit)
     source = f"resume={folder}: config.yaml"
     try:  # its size, lines, nesting and aliases first: a 1 KB alias bomb is 10^9 values
         stored = bounded.load_yaml(config, source, bounded.CONFIG_YAML)
@@ -141,10 +163,107 @@ def check_checkpoint(folder: Path, experiment: Experiment, untrusted: bool) -> N
         )
         os.environ[checkpoint.ACCEPTED_ENV] = sealed.digest  # the server reads these bytes only
     ckpt = checkpoint.parse(path, sealed.body)
+    checkpoint.check_model(path, ckpt.arrays, model_shapes(experiment))
     if "integrity" in ckpt.writer:  # rounds.csv as the checkpoint saw it
         RowsIntegrity(folder / ROUNDS_CSV).verify(ckpt.writer["integrity"])
     total = sum(1 for _ in build_scenario(experiment).schedule())
     check_resumable(folder, ckpt, total)
+
+
+def model_shapes(experiment: Experiment) -> dict[str, torch.Tensor]:
+    """The state of the network `experiment` builds, as shapes and dtypes only.
+
+    Built on the meta device: no memory is allocated and no initialiser draws from
+    torch's generator (forked anyway, so the driver's random state stays as it was).
+    """
+    with torch.random.fork_rng(devices=[]):
+        try:
+            with torch.device("meta"):
+                return dict(build_model(experiment.model).state_dict())
+        except Exception:  # noqa: BLE001 - an op the meta device lacks: build it for real
+            return dict(build_model(experiment.model).state_dict())
+
+
+# --- the code that made the folder -----------------------------------------------------------
+
+_MAX_EARLIER = 100  # provenance.earlier_code entries carried from a folder
+
+
+def check_code(folder: Path, any_commit: bool) -> None:
+    """Refuse to continue a folder made by other code, unless `any_commit`.
+
+    The code is the commit summary.json's provenance recorded, against this
+    checkout's; where either side is not a git checkout, the fedbench version. A
+    folder whose summary.json is missing or names neither (an older fedbench's, or a
+    damaged file: the checks after this one say so) is not compared. The code of the
+    folder's earlier rounds, where it is not this code, goes to the server in
+    `FEDBENCH_EARLIER_CODE` (summary.json's `provenance.earlier_code`).
+    """
+    os.environ.pop(EARLIER_CODE_ENV, None)
+    recorded = _recorded_provenance(folder)
+    if recorded is None:
+        return
+    commit, _ = git_commit()
+    theirs, mine, key = "", "", ""
+    if is_commit(recorded.get("git_commit")) and is_commit(commit):
+        theirs, mine, key = str(recorded["git_commit"]), commit, "git_commit"
+    elif _is_version(recorded.get("fedbench_version")):  # either side outside git
+        theirs, mine = f"fedbench {recorded['fedbench_version']}", f"fedbench {__version__}"
+        key = "fedbench_version; one side is not a git checkout"
+    earlier = [c for c in _earlier(recorded) if c != mine] if theirs else []
+    if theirs != mine:
+        if not any_commit:
+            how = (
+                f"resume from a checkout of it (git checkout {theirs}, or git worktree add "
+                f"DIR {theirs})"
+                if is_commit(theirs)
+                else f"resume with {theirs}"
+            )
+            raise FedbenchError(
+                f"resume={folder}: the run was made by {_named(theirs)} ({SUMMARY_JSON} "
+                f"provenance.{key}), and this code is {_named(mine)}: its remaining rounds "
+                f"would run other code than its first; {how}, or give resume_any_commit=true "
+                f"to continue it with this code ({SUMMARY_JSON} then records both)"
+            )
+        console.line(
+            f"resume: continuing {folder}, made by {_named(theirs)}, with {_named(mine)} "
+            "(resume_any_commit=true)"
+        )
+        earlier.append(theirs)
+    if earlier:
+        os.environ[EARLIER_CODE_ENV] = json.dumps(list(dict.fromkeys(earlier)))
+
+
+def _recorded_provenance(folder: Path) -> dict[str, Any] | None:
+    path = folder / SUMMARY_JSON
+    if not path.is_file():
+        return None
+    try:
+        summary = bounded.load_json(path, f"resume={folder}: {SUMMARY_JSON}", bounded.SUMMARY_JSON)
+    except ValueError:
+        return None
+    recorded = summary.get("provenance") if isinstance(summary, dict) else None
+    return recorded if isinstance(recorded, dict) else None
+
+
+def _is_version(value: object) -> bool:
+    return isinstance(value, str) and re.fullmatch(r"[0-9A-Za-z.+!_-]{1,64}", value) is not None
+
+
+def _named(code: str) -> str:
+    return f"commit {code}" if is_commit(code) else code
+
+
+def _earlier(recorded: dict[str, Any]) -> list[str]:
+    """The folder's own `provenance.earlier_code`: commits and versions only, a few."""
+    listed = recorded.get("earlier_code")
+    if not isinstance(listed, list):
+        return []
+    return [
+        c
+        for c in listed[:_MAX_EARLIER]
+        if is_commit(c) or (isinstance(c, str) and c.startswith("fedbench ") and _is_version(c[9:]))
+    ]
 
 
 def _check_not_removed(folder: Path) -> None:

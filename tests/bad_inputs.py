@@ -843,6 +843,14 @@ def run_case(case: Case) -> str:
     raise AssertionError(f"{case.name}: no FedbenchError for {case.what}")
 
 
+def _this_commit() -> str:
+    """This checkout's commit, which a message may name (docs/bad_inputs.md says <this commit>)."""
+    from fedbench.report.provenance import git_commit, is_commit
+
+    commit, _ = git_commit()
+    return commit if is_commit(commit) else "\0"  # outside git: nothing to replace
+
+
 def write_table(path: Path) -> None:
     lines = [
         "# Bad inputs and the errors they get",
@@ -879,6 +887,7 @@ def write_table(path: Path) -> None:
             outcome = outcomes[case.name]
             message = outcome.result.stderr.strip().replace(str(outcome.fx), "{fx}")
             message = message.replace(str(Path(__file__).resolve().parents[1]), "<fedbench>")
+            message = message.replace(_this_commit(), "<this commit>")
             shown = case.shown.replace(str(Path(__file__).resolve().parents[1]), "<fedbench>")
             shown = f"`{shown}`" + (f" ({case.what})" if case.what else "")
             cell = message.replace("|", "\\|").replace("\n", " ")

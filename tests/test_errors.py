@@ -144,6 +144,30 @@ def _resumable(edit: Callable[[dict], object] | None = None, text: str = "") -> 
     return setup
 
 
+def _other_models_checkpoint(fx: Path) -> None:
+    """`fx/run` (the default config) with a checkpoint of a wider small_cnn, signed with
+    this account's key: it passes the HMAC (issue 48, item 8)."""
+    from fedbench.models.small_cnn import SmallCNN
+    from fedbench.server import checkpoint
+
+    _resumable()(fx)
+    arrays = dict(SmallCNN(in_channels=3, num_classes=10, width=32).state_dict())
+    ckpt = checkpoint.Checkpoint(1, 0.0, 1, arrays, {}, {}, {}, {}, checkpoint.rng_state())
+    checkpoint.save(fx / "run", ckpt)
+
+
+OTHER_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+def _other_commits_folder(fx: Path) -> None:
+    """`fx/run` whose summary.json says another commit (and version) made it (item 8)."""
+    import json
+
+    _resumable()(fx)
+    provenance = {"git_commit": OTHER_COMMIT, "fedbench_version": "0.0.1"}
+    (fx / "run" / "summary.json").write_text(json.dumps({"provenance": provenance}))
+
+
 def _sparse_trace(fx: Path) -> None:
     with (fx / "trace.csv").open("wb") as f:
         f.truncate(2 * 1024**3)  # a hole: no disk used
@@ -570,6 +594,25 @@ CASES: tuple[CliCase, ...] = (
         ("trace.csv': 2 GiB, more than the 256 MiB a trace CSV may be",),
         setup=_sparse_trace,
         what="a 2 GB sparse trace",
+    ),
+    # issue 48, round two, item 8: a resumed run is the run it was
+    CliCase(
+        "resume-other-model",
+        ("resume={fx}/run",),
+        (
+            "{fx}/run/checkpoint.pt: model array 'features.0.weight' is 32x3x3x3 float32, but "
+            "the folder's model (config.yaml) has it as 16x3x3x3 float32: a checkpoint of "
+            "another model",
+        ),
+        setup=_other_models_checkpoint,
+        what="the folder's checkpoint.pt, signed with this account's key, holds a wider model",
+    ),
+    CliCase(
+        "resume-other-commit",
+        ("resume={fx}/run",),
+        ("resume={fx}/run: the run was made by ", "give resume_any_commit=true to continue"),
+        setup=_other_commits_folder,
+        what="the folder's summary.json says another fedbench commit made it",
     ),
 )
 

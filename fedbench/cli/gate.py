@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import os
 import shutil
 import sys
 from dataclasses import dataclass
@@ -39,6 +40,7 @@ from fedbench.folders import check_no_links
 from fedbench.paths import where_line
 from fedbench.preflight import preflight, targets
 from fedbench.report.lock import RunLock
+from fedbench.report.provenance import EARLIER_CODE_ENV
 from fedbench.report.writer import ROUNDS_CSV
 from fedbench.server.checkpoint import CHECKPOINT
 from fedbench.trust.targets import parse_allowed
@@ -46,7 +48,9 @@ from fedbench.trust.targets import parse_allowed
 EXIT_USER_ERROR = 2
 HYDRA_OUTPUT = ".hydra"
 # How to continue a folder, not what runs: given with resume=, they leave it alone.
-_RESUME_KEYS = frozenset({"resume", "allow_targets", "resume_untrusted"})
+_RESUME_KEYS = frozenset(
+    {"resume", "allow_targets", "resume_untrusted", "resume_any_commit", "dry_run"}
+)
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,15 @@ def resume_folder(value: object) -> Path | None:
     return Path(str(value))
 
 
+def _resume_flag(values: dict[str, Any], key: str, resume: Path | None) -> bool:
+    """`resume_untrusted=` or `resume_any_commit=`: a bool, true only with resume=."""
+    value = values.pop(key, False)
+    if not isinstance(value, bool) or (value and not resume):
+        shown = str(value).lower() if isinstance(value, bool) else repr(value)
+        raise FedbenchError(f"{key}={shown}: true or false, and true only with resume=<folder>")
+    return value
+
+
 def check_fresh(run_dir: Path) -> None:
     """A new run never writes into a folder that holds another's results."""
     held = [n for n in (ROUNDS_CSV, CHECKPOINT) if (run_dir / n).exists()]
@@ -108,12 +121,8 @@ def prepare(cfg: DictConfig, hydra_cfg: Any, run_dir: Path) -> Prepared:
     resume = resume_folder(values.pop("resume", None))
     dry_run = bool(values.pop("dry_run", False))
     allow_targets = parse_allowed(values.pop("allow_targets", None))
-    untrusted = values.pop("resume_untrusted", False)
-    if not isinstance(untrusted, bool) or (untrusted and not resume):
-        shown = str(untrusted).lower() if isinstance(untrusted, bool) else repr(untrusted)
-        raise FedbenchError(
-            f"resume_untrusted={shown}: true or false, and true only with resume=<folder>"
-        )
+    untrusted = _resume_flag(values, "resume_untrusted", resume)
+    any_commit = _resume_flag(values, "resume_any_commit", resume)
     check_seed(values.get("seed"))
     values["output_dir"] = str(run_dir)
     if not values.get("name"):
@@ -123,7 +132,7 @@ def prepare(cfg: DictConfig, hydra_cfg: Any, run_dir: Path) -> Prepared:
     if resume:
         others = [o for o in overrides if o.split("=", 1)[0].lstrip("+") not in _RESUME_KEYS]
         experiment = resumed_experiment(
-            resume, experiment if others else None, allow_targets, untrusted
+            resume, experiment if others else None, allow_targets, untrusted, any_commit
         )
         run_dir = Path(experiment.output_dir)
     # A folder that exists may be another run's: whether a run holds it is the first thing
@@ -135,6 +144,7 @@ def prepare(cfg: DictConfig, hydra_cfg: Any, run_dir: Path) -> Prepared:
     lock = RunLock(run_dir).acquire() if run_dir.is_dir() and not dry_run else None
     try:
         if not resume:
+            os.environ.pop(EARLIER_CODE_ENV, None)  # a new run's code wrote all of it
             check_fresh(run_dir)
         preflight(experiment)
     except BaseException:

@@ -45,6 +45,7 @@ TOP_LEVEL_HELP: dict[str, str] = {
     "resume": "a run folder to continue from its last complete round",
     "allow_targets": "modules a resumed folder's config may name in _target_ (docs/security.md)",
     "resume_untrusted": "resume a checkpoint this account's key cannot verify (content checked)",
+    "resume_any_commit": "resume a folder another fedbench commit made, with this code",
     "verbose": "show Flower's and Ray's logs on the console (always in flower.log)",
     "dry_run": "check everything and print what would run; no run folder, no processes",
 }

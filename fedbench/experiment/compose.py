@@ -2,8 +2,8 @@
 
 `python -m fedbench` (Hydra) and `flwr run .` (the ServerApp with an empty
 run config) both end here. Top-level keys that are not part of the
-experiment are consumed on the way: `resume`, `allow_targets` and
-`resume_untrusted` (by the entry point) and
+experiment are consumed on the way: `resume`, `allow_targets`,
+`resume_untrusted` and `resume_any_commit` (by the entry point) and
 `app_run_config` (overrides of the app's run-config defaults, applied when
 `app=` is loaded).
 """
@@ -58,7 +58,7 @@ def resolve(cfg: DictConfig) -> dict[str, Any]:
 def experiment_from(values: Mapping[str, Any], overrides: Sequence[str] = ()) -> Experiment:
     """The validated experiment; `overrides` are the command line's (who chose what)."""
     values = dict(values)
-    for key in ("resume", "allow_targets", "resume_untrusted", "dry_run"):
+    for key in ("resume", "allow_targets", "resume_untrusted", "resume_any_commit", "dry_run"):
         values.pop(key, None)
     run_config = values.pop("app_run_config", None) or {}
     app = values.get("app")

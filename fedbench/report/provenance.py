@@ -7,8 +7,10 @@ which torch/Flower/Ray made it, on what CPU, from which command.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import re
 import shlex
 import socket
 import subprocess
@@ -26,6 +28,9 @@ from fedbench.paths import conf_dir, package_dir, profiles_dir
 # run (the deployment's ServerApp) record the user's command, not their own.
 COMMAND_ENV = "FEDBENCH_COMMAND"
 NOT_GIT = "not a git checkout"
+# Set by `resume=` (fedbench.resume.check_code): the code (commits, or `fedbench <version>`
+# outside git) that wrote the folder's earlier rounds where it is not this code.
+EARLIER_CODE_ENV = "FEDBENCH_EARLIER_CODE"
 PACKAGES = ("torch", "flwr", "ray", "numpy", "hydra-core")
 
 
@@ -58,6 +63,20 @@ def git_commit(where: Path | None = None) -> tuple[str, bool | None]:
     except (OSError, subprocess.SubprocessError):
         return NOT_GIT, None
     return commit, dirty
+
+
+def is_commit(value: object) -> bool:
+    """A full git commit id (SHA-1, or SHA-256 in a repository of that format)."""
+    return isinstance(value, str) and re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", value) is not None
+
+
+def earlier_code() -> list[str]:
+    """The code of a resumed folder's earlier rounds, where not this code (`resume=` says)."""
+    try:
+        listed = json.loads(os.environ.get(EARLIER_CODE_ENV) or "[]")
+    except ValueError:
+        return []
+    return [c for c in listed if isinstance(c, str)] if isinstance(listed, list) else []
 
 
 def _git(folder: Path, *args: str) -> str:
@@ -97,6 +116,7 @@ def provenance(argv: Sequence[str] | None = None, accelerator: str = "auto") -> 
     from fedbench.train.accelerator import host_record
 
     commit, dirty = git_commit()
+    earlier = earlier_code()
     remember_environment()  # FLWR_TOKEN=... in the environment: masked wherever it shows
     return {
         # The running package's own version and folders, not the installed metadata's:
@@ -107,6 +127,8 @@ def provenance(argv: Sequence[str] | None = None, accelerator: str = "auto") -> 
         "profiles_dir": str(profiles_dir()),
         "git_commit": commit,
         "git_dirty": dirty,
+        # A folder resumed with resume_any_commit=true: what wrote its earlier rounds.
+        **({"earlier_code": earlier} if earlier else {}),
         "python": platform.python_version(),
         **{name.replace("-", "_"): version_of(name) for name in PACKAGES},
         "host": socket.gethostname(),

@@ -240,3 +240,47 @@ def parse(path: Path, body: bytes) -> Checkpoint:
         raise FedbenchError(
             f"{path} is not a fedbench checkpoint of format {FORMAT} ({exc})"
         ) from None
+
+
+def _shape(tensor: torch.Tensor) -> str:
+    """`32x1x5x5 float32` (a scalar: `scalar int64`)."""
+    dims = "x".join(str(d) for d in tensor.shape) or "scalar"
+    return f"{dims} {str(tensor.dtype).removeprefix('torch.')}"
+
+
+def check_model(path: Path, arrays: Mapping[str, Any], model: Mapping[str, torch.Tensor]) -> None:
+    """Refuse `arrays` (a checkpoint's model) unless they are `model`'s state: the same
+    names, shapes and dtypes, naming the first array that differs.
+
+    `model` is the state of the network the run folder's config builds (built on the
+    meta device: shapes and dtypes, no memory). HMAC and finiteness say nothing of
+    this: another model's checkpoint, signed under this user's key, passed every other
+    check and failed only when the server loaded it into the network, mid-run.
+    """
+    if not isinstance(arrays, Mapping) or not arrays:
+        raise FedbenchError(f"{path}: holds no model; refused")
+    why = (
+        "a checkpoint of another model, not this folder's run; refused (restore the "
+        "folder's own checkpoint.pt, or start a new run)"
+    )
+    for name, want in model.items():
+        have = arrays.get(name)
+        if have is None:
+            raise FedbenchError(
+                f"{path}: holds no model array {name!r}, which the folder's model "
+                f"(config.yaml) has as {_shape(want)}: {why}"
+            )
+        if not isinstance(have, torch.Tensor):
+            raise FedbenchError(f"{path}: model array {name!r} is not a tensor; refused")
+        if have.shape != want.shape or have.dtype != want.dtype:
+            raise FedbenchError(
+                f"{path}: model array {name!r} is {_shape(have)}, but the folder's model "
+                f"(config.yaml) has it as {_shape(want)}: {why}"
+            )
+    extra = [name for name in arrays if name not in model]
+    if extra:
+        more = f" (+{len(extra) - 1} more)" if len(extra) > 1 else ""
+        raise FedbenchError(
+            f"{path}: model array {extra[0]!r} is not an array of the folder's model "
+            f"(config.yaml){more}: {why}"
+        )
