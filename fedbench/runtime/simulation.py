@@ -67,7 +67,7 @@ class SimulationRuntime(Runtime):
     round_timeout_s: float = 3600.0
     enforce_caps: bool = False
     # Devices trained in one worker call when a round has more devices than workers;
-    # null: as many as it takes for every worker to get one call.
+    # null: as many as it takes for every worker to get four calls (runtime.seating).
     devices_per_call: int | None = None
     # Where workers train: auto | cpu | cuda | cuda:N (fedbench.train.accelerator).
     accelerator: str = "auto"
