@@ -26,10 +26,15 @@ serial work on the device's main core:
   error and the row keeps the exact, host-independent `ops` figures. The
   added work runs on the main core: the core's serial power and the idle
   power over its seconds, heat, battery;
-- **memory**: the added work holds the weights and what the resident set grew
-  by during the call (fedbench.measure.usage); the training peak is the larger
-  of that and the tensors' own peak, checked against the budget (and faulted
-  in once, where the profile's framework charges faults).
+- **memory**: a call costed from its CPU time alone holds the weights and what
+  the resident set grew by during the call (fedbench.measure.usage), checked
+  against the budget (and faulted in once, where the profile's framework
+  charges faults). A call that ran ops keeps the ops' memory: the tensors'
+  peak is known exactly there, while the resident set's growth also holds
+  whatever the process first touched in that call (an import, glibc's and
+  torch's caches) - a first small model's call grew it 14 MB, a later one 16x
+  its size 7 MB (tests/client/test_device_mod.py) - and would make the peak
+  depend on the worker's history.
 """
 
 from __future__ import annotations
@@ -120,4 +125,5 @@ def with_cpu_time(
     profile, knobs, speed = device
     if serial_seconds(profile, knobs, speed, cycles) <= TOLERANCE * ops.latency_s:
         return ops, "ops"
+    outside = measured_work(workload[0], cycles, math.nan)  # the ops' memory (docstring)
     return rerun([workload, (outside, 1)]), "ops+cpu_time"
