@@ -27,10 +27,12 @@ class PooledSeating(Seating):
     the model crosses the wire once per call (`per_call` fixes it). Each worker
     gets several calls rather than one: the pool hands the next call to
     whichever worker is free, so a worker that drew the slow devices (a
-    memory plan run in micro-batches, a larger partition) does not hold the
-    round while the others idle. Measured with 4 DenseNet40 devices on 2
-    workers (benchmarks/throughput.py's densenet workload, seed 0): one call
-    per worker put both plan-bound devices of round 3 on one worker (13.8 s
+    memory plan run in micro-batches, a larger partition, a batched group's
+    first timing) does not hold the round while the others idle. Measured
+    with 4 DenseNet40 devices on 2 workers (benchmarks/throughput.py's
+    densenet workload, seed 0): with one call a worker, round 3's two calls
+    of two same-plan boards were batched groups (timed, then trained in
+    fedbench.train.batched), one worker idle for 7 s of the other's (13.8 s
     against 6.7 s for the round with one device a call); the rows are the same.
     """
 
