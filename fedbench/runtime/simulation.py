@@ -43,6 +43,7 @@ from fedbench.errors import FedbenchError
 from fedbench.experiment.schema import Experiment
 from fedbench.folders import check_folder
 from fedbench.report.interrupted import mark_interrupted
+from fedbench.runtime import ray_leftovers
 from fedbench.runtime.base import Apps, Runtime, check_reachable
 from fedbench.runtime.limits import ARENA_ENV
 from fedbench.runtime.logs import route_flower_logs
@@ -209,7 +210,10 @@ class SimulationRuntime(Runtime):
         # Till Ray is shut down: the first signal ends the run between rounds, a second
         # the process (fedbench.core.interrupt); signals_ask_to_stop is entered after
         # ray.init, whose own SIGTERM handler exits the process half-way.
+        # A private session's processes carry a token (ray_leftovers): whatever of them
+        # outlives ray.shutdown - or the driver's SIGKILL - is ended, none left behind.
         with contextlib.ExitStack() as signals:
+            leftovers = None if private is None else signals.enter_context(ray_leftovers.session())
             try:
                 if private is None:
                     ray.init(**init)
@@ -218,6 +222,8 @@ class SimulationRuntime(Runtime):
                         ray.init(**init)
                     check_private(private)
                     _stop_idle_services(keep_logs=verbose)
+                    assert leftovers is not None
+                    leftovers.remember()
                 gpus = float(ray.cluster_resources().get("GPU", 0.0))
                 if self.accelerator.startswith("cuda") and gpus == 0:
                     raise FedbenchError(
@@ -242,6 +248,8 @@ class SimulationRuntime(Runtime):
                     )
             finally:
                 ray.shutdown()
+                if leftovers is not None:
+                    leftovers.end()
                 for key, value in before.items():  # this process's own environment, as it was
                     if value is None:
                         os.environ.pop(key, None)
