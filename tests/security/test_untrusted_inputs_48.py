@@ -197,7 +197,11 @@ try:
 except FedbenchError as exc:
     print(exc)
 """
-_PEAK = "import resource\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+# The child's own peak (kB): VmHWM belongs to the address space exec made. Not ru_maxrss,
+# which Linux carries across fork and exec: under xdist it was the 2 GB of the worker.
+_PEAK = (
+    "print(next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')))\n"
+)
 _ANALYZE = """
 import sys
 from pathlib import Path
