@@ -3,7 +3,13 @@
 With every device picked every round on host devices (fleet=host3, three a
 round, the apps' three nodes), each app's own results.json - written by its
 ServerApp into the run folder - holds the same per-round train, evaluation and
-central metrics as under plain Flower's simulation, to the last digit. Each
+central metrics as under plain Flower's simulation, to the last digit: five
+apps in simulation (central and federated evaluation, SecAgg+ with DP, the
+legacy `server_fn`, a strategy overriding `start()` with its own lr schedule,
+and stateful clients), and one (central and federated evaluation) in a
+deployment on loopback, one SuperNode per host device. Every such app is
+deterministic: seeded model and batches, one torch thread, and a server that
+aggregates the replies in partition-id order, not arrival order. Each
 fedbench run takes about 45 s and its reference run about 30 s on a 2-core
 host, so these are `slow`.
 """
@@ -24,19 +30,28 @@ from tests.helpers import run_fedbench
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).parent / "conformance"
-EQUAL = ("central_and_federated_eval", "secagg_dp", "legacy_server_fn")
+EQUAL = (
+    "central_and_federated_eval",
+    "secagg_dp",
+    "legacy_server_fn",
+    "custom_start",
+    "stateful",
+)
+# The app run in a deployment too: the cheapest with train, evaluate and central rounds.
+DEPLOYED = "central_and_federated_eval"
 
 
 class FedbenchRuns:
     def __init__(self, base: Path) -> None:
         self.base = base
-        self._runs: dict[str, tuple[Path, str]] = {}
+        self._runs: dict[tuple[str, str], tuple[Path, str]] = {}
 
-    def get(self, app: str) -> tuple[Path, str]:
-        """(the run folder, the console) of `app` under fedbench, made on first use."""
-        if app not in self._runs:
+    def get(self, app: str, runtime: str = "simulation") -> tuple[Path, str]:
+        """(the run folder, the console) of `app` under fedbench, made on first use: every
+        device of a host fleet picked every round, in `runtime`."""
+        if (app, runtime) not in self._runs:
             nodes = read_app(app).num_supernodes
-            run = self.base / app
+            run = self.base / f"{app}-{runtime}"
             proc = run_fedbench(
                 [
                     f"app={ROOT / app}",
@@ -44,12 +59,27 @@ class FedbenchRuns:
                     f"strategy.clients_per_round={nodes}",
                     "scenario=rounds",
                     "scenario.rounds=3",
+                    f"runtime={runtime}",
                 ],
                 run,
                 timeout=600,
             )
             assert proc.returncode == 0, proc.stderr[-3000:]
-            self._runs[app] = (run, proc.stdout + proc.stderr)
+            self._runs[app, runtime] = (run, proc.stdout + proc.stderr)
+        return self._runs[app, runtime]
+
+
+class References:
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self._runs: dict[str, dict[str, Any]] = {}
+
+    def get(self, app: str) -> dict[str, Any]:
+        """`app` under plain Flower's simulation (run_reference), made on first use."""
+        if app not in self._runs:
+            workdir = self.base / app
+            workdir.mkdir()
+            self._runs[app] = run_reference(app, workdir=workdir)
         return self._runs[app]
 
 
@@ -58,19 +88,51 @@ def fedbench_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fedbench
     yield FedbenchRuns(tmp_path_factory.mktemp("fedbench-apps"))
 
 
+@pytest.fixture(scope="module")
+def references(tmp_path_factory: pytest.TempPathFactory) -> Iterator[References]:
+    yield References(tmp_path_factory.mktemp("reference-apps"))
+
+
 def _sections(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {s: {str(r): m for r, m in doc.get(s, {}).items()} for s in SECTIONS}
 
 
+def _assert_equal(run: Path, reference: dict[str, Any]) -> None:
+    """results.json of the fedbench run holds the reference's per-round sections, and its
+    `extra` (final model's sha256, lr schedule, each client's own metrics) as well."""
+    doc = json.loads((run / "results.json").read_text())
+    mine = _sections(doc)
+    assert mine == _sections(reference)
+    assert all(mine[s] for s in ("train", "central")), mine  # the app measured something
+    assert doc["extra"] == reference["extra"]
+
+
 @pytest.mark.parametrize("app", EQUAL)
 def test_metrics_equal_plain_flowers_to_the_last_digit(
-    fedbench_runs: FedbenchRuns, app: str, tmp_path: Path
+    fedbench_runs: FedbenchRuns, references: References, app: str
 ) -> None:
     run, _ = fedbench_runs.get(app)
-    mine = _sections(json.loads((run / "results.json").read_text()))
-    reference = run_reference(app, workdir=tmp_path)
-    assert mine == _sections(reference)
-    assert any(mine[s] for s in SECTIONS)  # the app measured something
+    _assert_equal(run, references.get(app))
+
+
+def test_custom_starts_schedule_is_what_it_sent(fedbench_runs: FedbenchRuns) -> None:
+    """The strategy's own start() loop ran under fedbench: its lr halves every round."""
+    run, _ = fedbench_runs.get("custom_start")
+    doc = json.loads((run / "results.json").read_text())
+    assert doc["extra"]["lr-schedule"] == {"1": 0.2, "2": 0.1, "3": 0.05}
+    assert sorted(doc["train"]) == ["1", "2", "3"]
+    assert sorted(doc["central"]) == ["0", "1", "2", "3"]
+
+
+def test_metrics_equal_plain_flowers_in_a_deployment_on_loopback(
+    fedbench_runs: FedbenchRuns, references: References
+) -> None:
+    """The same app under `runtime=deployment`: a real SuperLink, one SuperNode per host
+    device, the app as a bundle; every round's metrics equal plain Flower's simulation."""
+    run, _ = fedbench_runs.get(DEPLOYED, "deployment")
+    _assert_equal(run, references.get(DEPLOYED))
+    rows = list(csv.DictReader((run / "rounds.csv").open()))
+    assert len(rows) == 9 and {r["status"] for r in rows} == {"ok"}
 
 
 def test_secagg_and_dp_were_active_under_fedbench(fedbench_runs: FedbenchRuns) -> None:
