@@ -18,27 +18,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests.helpers import run_fedbench
 from tests.runtime.test_deployment import serve
+from tests.runtime.test_deployment_kill import _alive
 
 pytestmark = pytest.mark.slow
-
-
-def _alive(record: Path) -> list[str]:
-    """What logs/processes.csv lists and is still running (same PID and start time)."""
-    left = []
-    for row in csv.DictReader(record.open()):
-        try:
-            p = psutil.Process(int(row["pid"]))
-            same = abs(p.create_time() - float(row["create_time"])) < 0.01
-            if same and p.status() != psutil.STATUS_ZOMBIE:
-                left.append(f"{row['pid']} {row['role']}")
-        except psutil.Error:
-            continue
-    return left
 
 
 def test_sigterm_twice_ends_a_deployment_interrupted_and_it_resumes(tmp_path: Path) -> None:
