@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 import textwrap
 from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +17,6 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from fedbench.analyze.figures_fleet import MAX_DEVICE_ROWS, short
-from fedbench.analyze.figures_run import step_name
 from fedbench.analyze.runs import NOT_PICKED, Run
 from fedbench.analyze.style import (
     STATUS_COLOURS,
@@ -51,6 +52,24 @@ def _x(run: Run, axis: str) -> list[float]:
     return [e.clock_s if math.isfinite(e.clock_s) else e.time_s for e in run.evaluations]
 
 
+@dataclass(frozen=True)
+class Curve:
+    """One label's accuracy line: x per evaluation (mean over runs), accuracy in % per evaluation
+    (mean and sample sd over runs; sd NaN for one run) and how many runs it averages."""
+
+    label: str
+    runs: int
+    x: np.ndarray
+    mean: np.ndarray
+    sd: np.ndarray
+
+
+def accuracy_band(mean: np.ndarray, sd: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """mean +- sd of an accuracy in %, stopped at 0 and 100: no seed can leave that range,
+    and a band past it reads as a seed above 100% (issue 47's study_daily figure)."""
+    return np.clip(mean - sd, 0.0, 100.0), np.clip(mean + sd, 0.0, 100.0)
+
+
 def accuracy_curves(
     runs: list[Run], named: dict[Path, str], axis: str, target: float | None
 ) -> Figure | str:
@@ -60,7 +79,6 @@ def accuracy_curves(
     (day or round). Seeds are aligned by evaluation, up to the shortest run.
     """
     groups = by_label(runs, named)
-    styles = strategy_styles(groups)
     curves = []
     for label, members in groups.items():
         usable = [r for r in members if r.evaluations and all(map(math.isfinite, _x(r, axis)))]
@@ -69,11 +87,30 @@ def accuracy_curves(
             continue
         xs = np.array([_x(r, axis)[:n] for r in usable]).mean(axis=0)
         ys = 100.0 * np.array([[e.accuracy for e in r.evaluations[:n]] for r in usable])
-        curves.append((label, len(usable), xs, ys))
+        sd = ys.std(axis=0, ddof=1) if len(usable) > 1 else np.full(n, math.nan)
+        curves.append(Curve(label, len(usable), xs, ys.mean(axis=0), sd))
     if not curves:
         return "no run has evaluations" + (" with energy figures" if axis == "energy_j" else "")
     first = runs[0]
-    peak = max(float(c[2].max()) for c in curves)
+    return draw_accuracy_curves(curves, first.experiment, axis, first.by_day, target, groups)
+
+
+def draw_accuracy_curves(
+    curves: list[Curve],
+    experiment: str,
+    axis: str,
+    by_day: bool,
+    target: float | None,
+    labels: Iterable[str] = (),
+) -> Figure:
+    """The accuracy figure of `accuracy_curves`, from lines already averaged over seeds
+    (experiments/reproduce.py draws it from a study's committed accuracy_per_day.csv).
+
+    `labels`: every label of the comparison (a label without a line keeps the others'
+    colours as in the comparison's other figures); default the curves'.
+    """
+    styles = strategy_styles([*labels, *(c.label for c in curves)])
+    peak = max(float(c.x.max()) for c in curves)
     scale, unit = (
         time_unit(peak)
         if axis == "time_s"
@@ -81,42 +118,40 @@ def accuracy_curves(
         if axis == "energy_j"
         else (1, "")
     )
+    step = "day" if by_day else "round"
     fig = Figure(figsize=(9.5, 4.4))
     ax = fig.subplots()
-    for label, count, xs, ys in curves:
-        mean = ys.mean(axis=0)
-        style = styles[label]
+    for curve in curves:
+        style = styles[curve.label]
         ax.plot(
-            xs / scale,
-            mean,
+            curve.x / scale,
+            curve.mean,
             color=style["color"],
             linestyle=style["linestyle"],
             marker=style["marker"],
             markersize=3,
-            label=textwrap.fill(f"{label} (n={count})", 36),
+            label=textwrap.fill(f"{curve.label} (n={curve.runs})", 36),
         )
-        if count > 1:
-            sd = ys.std(axis=0, ddof=1)
-            # An accuracy band stops at 0 and 100 %: no seed can leave that range.
-            low, high = np.clip(mean - sd, 0.0, 100.0), np.clip(mean + sd, 0.0, 100.0)
-            ax.fill_between(xs / scale, low, high, color=style["color"], alpha=0.12)
+        if curve.runs > 1:
+            low, high = accuracy_band(curve.mean, curve.sd)
+            ax.fill_between(curve.x / scale, low, high, color=style["color"], alpha=0.12)
     if target is not None and math.isfinite(target):
         ax.axhline(100.0 * target, color="black", linestyle=":", linewidth=1, label="target")
     what = {
         "time_s": (
             f"virtual time in rounds, nights excluded ({unit})"
-            if first.by_day
+            if by_day
             else f"virtual clock ({unit})"
         ),
         "energy_j": f"cumulative energy of all devices ({unit})",
-        "step": step_name(first),
+        "step": step,
     }[axis]
     ax.set_xlabel(what)
     if axis == "step":
         integer_axis(ax)
     ax.set_ylabel("test accuracy (%), mean ± sd over seeds")
-    short = {"time_s": "virtual time", "energy_j": "energy", "step": step_name(first)}[axis]
-    ax.set_title(f"{first.experiment}: accuracy vs {short}", fontsize=10)
+    short = {"time_s": "virtual time", "energy_j": "energy", "step": step}[axis]
+    ax.set_title(f"{experiment}: accuracy vs {short}", fontsize=10)
     ax.grid(alpha=0.3)
     legend_outside(ax)  # eight strategies leave no empty corner
     return fig

@@ -252,7 +252,10 @@ def save(fig: Figure, stem: Path, formats: Sequence[str] = FORMATS) -> list[Path
     paths = []
     for fmt in formats:
         path = stem.with_suffix(f".{fmt}")
-        fig.savefig(path, dpi=DPI, bbox_inches=box)
+        # No creation date in a PDF: the same figure gives the same file, so a regenerated
+        # study (experiments/reproduce.py) changes only the figures whose data changed.
+        meta = {"CreationDate": None} if fmt == "pdf" else None
+        fig.savefig(path, dpi=DPI, bbox_inches=box, metadata=meta)
         paths.append(path)
     plt.close(fig)
     return paths
