@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -43,12 +45,12 @@ def test_release_gives_freed_heap_pages_back() -> None:
 # A child whose glibc keeps what it frees (heap, not mmap, for blocks up to 32 MB, and no
 # automatic trim: the state glibc drifts into once a worker has freed a large block) runs
 # a "device call" that allocates 32 2 MB tensors with a small live one after each and
-# frees the large ones, through the ClientApp's release mod or alone: prints the MB the
-# call left resident.
+# frees the large ones, alone or through the ClientApp's release mod (idle 0.3 s), then
+# waits `wait` seconds: prints the MB the call left resident.
 _HELD_AFTER_CALL = """
-import ctypes, ctypes.util, sys
+import ctypes, ctypes.util, sys, time
 import torch
-from fedbench.client.app import release_mod
+from fedbench.client.app import ReleaseMod
 
 libc = ctypes.CDLL(ctypes.util.find_library("c"))
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
@@ -71,16 +73,17 @@ def call(msg, context):
 
 before = anon()
 if sys.argv[1] == "mod":
-    assert release_mod(None, None, call) == "reply"
+    assert ReleaseMod(idle_s=0.3)(None, None, call) == "reply"
 else:
     call(None, None)
+time.sleep(float(sys.argv[2]))
 print(anon() - before)
 """
 
 
-def _held_after_call(how: str) -> int:
+def _held_after_call(how: str, wait_s: float) -> int:
     out = subprocess.run(
-        [sys.executable, "-c", _HELD_AFTER_CALL, how],
+        [sys.executable, "-c", _HELD_AFTER_CALL, how, str(wait_s)],
         env={k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"},
         capture_output=True,
         text=True,
@@ -91,11 +94,43 @@ def _held_after_call(how: str) -> int:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
-def test_a_workers_call_gives_its_freed_tensors_back() -> None:
-    """The 64 MB a device's call freed leave the worker once the call returns, where
-    glibc alone keeps them resident for the next call."""
-    assert _held_after_call("alone") >= 48  # all 64 MB, measured
-    assert _held_after_call("mod") <= 8
+def test_an_idle_worker_gives_its_calls_freed_tensors_back() -> None:
+    """The 64 MB a device's call freed leave the worker once it has been idle for the
+    mod's idle time, where glibc alone keeps them resident for ever."""
+    assert _held_after_call("alone", 1.0) >= 48  # all 64 MB, measured
+    assert _held_after_call("mod", 1.0) <= 8
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
+def test_a_call_that_follows_at_once_finds_the_memory_still_there() -> None:
+    """Right after a call (the next device's call of the same round) nothing is released
+    yet: the next call reuses the freed pages instead of page-faulting them in again."""
+    assert _held_after_call("mod", 0.0) >= 48
+
+
+def test_a_call_starting_cancels_the_pending_release(monkeypatch: pytest.MonkeyPatch) -> None:
+    from fedbench.client.app import ReleaseMod
+    from fedbench.runtime import heap
+
+    released: list[int] = []
+
+    def counted() -> bool:
+        released.append(1)
+        return True
+
+    monkeypatch.setattr(heap, "release", counted)
+    mod = ReleaseMod(idle_s=0.2)
+    events = threading.Event()
+
+    def call(msg: object, context: object) -> str:
+        events.wait(0.3)  # the previous call's release would be due while this one runs
+        return "reply"
+
+    mod(None, None, lambda m, c: "reply")  # type: ignore[arg-type, return-value]
+    assert mod(None, None, call) == "reply"  # type: ignore[arg-type]
+    assert released == []  # the first call's release was dropped when the second began
+    time.sleep(0.5)
+    assert released == [1]  # once idle after the second, one release
 
 
 def test_the_client_app_releases_after_each_device() -> None:
@@ -104,3 +139,16 @@ def test_the_client_app_releases_after_each_device() -> None:
     from fedbench.client.group import group_mod
 
     assert app.app._mods == [group_mod, app.release_mod]
+
+
+def test_the_mod_travels_pickled_to_a_worker_without_its_timer() -> None:
+    # Flower's simulation sends the ClientApp to Ray's workers with cloudpickle.
+    import pickle
+
+    from fedbench.client.app import ReleaseMod
+
+    mod = ReleaseMod(idle_s=30.0)
+    mod(None, None, lambda m, c: "reply")  # type: ignore[arg-type, return-value]  # pending
+    copy = pickle.loads(pickle.dumps(mod))
+    assert copy.heap.idle_s == 30.0 and copy.heap._timer is None
+    mod.heap.busy()  # the original's timer, cancelled: nothing left running

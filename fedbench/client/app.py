@@ -10,9 +10,11 @@ app is never edited: it is called as Flower would call it.
 `seat_app(client_app)` is the same composition for a ClientApp object, for
 users who build their own runner: `app = seat_app(their_app)`.
 
-After each device's call the worker gives the memory the call freed back to
-the OS (`release_mod`), so it waits for its next call holding only what is
-live (fedbench.runtime.heap says why this and not a fixed mmap threshold).
+A worker that has had no call for `heap.IDLE_S` gives the memory its calls freed back
+to the OS (`ReleaseMod`), so it waits for the next round holding only what is live;
+between calls that follow each other it keeps it, so the next call does not page it in
+again (fedbench.runtime.heap says why this and not a fixed mmap threshold or a release
+after every call).
 """
 
 from __future__ import annotations
@@ -59,15 +61,24 @@ def _dispatch(msg: Message, context: Context) -> Message:
     return target(msg, context)
 
 
-def release_mod(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
-    """The device's call, then its freed memory back to the OS (`heap.release`)."""
-    reply = call_next(msg, context)
-    heap.release()
-    return reply
+class ReleaseMod:
+    """The device's call; once the worker is idle after it, its freed memory back to the OS."""
 
+    def __init__(self, idle_s: float = heap.IDLE_S) -> None:
+        self.heap = heap.IdleRelease(idle_s)
+
+    def __call__(self, msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
+        self.heap.busy()
+        try:
+            return call_next(msg, context)
+        finally:
+            self.heap.idle()
+
+
+release_mod = ReleaseMod()
 
 # Outermost: a message for several devices becomes one call per device (group_mod),
-# each followed by a release of what it freed.
+# each followed by a release of what it freed once the worker has nothing more to do.
 app = ClientApp(mods=[group_mod, release_mod])
 app.train()(_dispatch)
 app.evaluate()(_dispatch)

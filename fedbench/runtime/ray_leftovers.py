@@ -10,8 +10,9 @@ start time, so a recycled PID is never hit; the agents are among them), and a
 token in the environment (`watchdog.TOKEN_ENV`, set before `ray.init`: Ray's
 workers, started later, inherit it). Then:
 
-- after `ray.shutdown` (`Session.end`), what is left gets GRACE_S to exit,
-  then SIGKILL;
+- after `ray.shutdown` (`Session.end`), what is left is asked to exit (SIGTERM: the
+  session has no work left for it, and waiting for its own polling to notice cost
+  every run about 2 s at its end), gets GRACE_S to do so, then SIGKILL;
 - a watchdog (`python -m fedbench.runtime.ray_leftovers TOKEN`), started with
   a pipe only this process holds, on which the driver writes what it
   remembered, does the same when the driver dies without cleaning up.
@@ -51,14 +52,15 @@ class Session:
                     self.dog.stdin.flush()
 
     def end(self, grace_s: float = GRACE_S) -> None:
-        """After `ray.shutdown`: wait `grace_s` for what is left, then SIGKILL it."""
+        """After `ray.shutdown`: SIGTERM what is left, wait `grace_s` for it, then SIGKILL."""
         deadline = time.monotonic() + grace_s
+        _terminate(_alive(self.known) + carriers(self.token))
         while _alive(self.known) or carriers(self.token):
             if time.monotonic() >= deadline:
                 _kill(self.known)
                 end_all(self.token)
                 return
-            time.sleep(0.1)
+            time.sleep(0.05)
 
 
 def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:
@@ -68,6 +70,12 @@ def _alive(procs: list[psutil.Process]) -> list[psutil.Process]:
             if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
                 out.append(p)
     return out
+
+
+def _terminate(procs: list[psutil.Process]) -> None:
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()  # psutil checks the start time: never a recycled PID
 
 
 def _kill(procs: list[psutil.Process]) -> None:
