@@ -42,6 +42,7 @@ devices there, and the header names the GPU and its driver.
 
     python benchmarks/throughput.py                      # every workload
     python benchmarks/throughput.py workload=small rounds=4
+    python benchmarks/throughput.py workload=densenet repeats=2   # ABBA: drift cancels
     python benchmarks/throughput.py accelerator=cuda     # on a GPU host (benchmarks/gpu.sh)
 """
 
@@ -373,9 +374,16 @@ def flower(config: list[str], device: str = "cpu") -> list[float]:
         score(0, arrays)  # type: ignore[operator]
         for r in range(1, rounds + 1):
             start = time.perf_counter()
-            replies = grid.send_and_receive(
-                strategy.configure_train(r, arrays, ConfigRecord(), grid), timeout=3600
+            replies = list(
+                grid.send_and_receive(
+                    strategy.configure_train(r, arrays, ConfigRecord(), grid), timeout=3600
+                )
             )
+            # FedAvg skips a failed reply and the round looks fast: a contender that did
+            # not train is an error, not a timing.
+            failed = [m.error.reason for m in replies if m.has_error()]
+            if failed or len(replies) != devices:
+                raise RuntimeError(f"round {r}: {len(replies)} replies, failed: {failed[:1]}")
             new, _ = strategy.aggregate_train(r, replies)
             arrays = new if new is not None else arrays
             times.append(time.perf_counter() - start)
@@ -419,6 +427,7 @@ def run(o: dict[str, str]) -> int:
         print(json.dumps(CONTENDERS[role](json.loads(o["config"]), device)))
         return 0
     accelerator = parse_words("accelerator", o["accelerator"], ["cpu", "cuda"])[0]
+    repeats = parse_int("repeats", o["repeats"], 1)
     if accelerator == "cuda":
         print(gpu_header(), f"| {os.cpu_count()} CPU cores", flush=True)
     table = GPU_WORKLOADS if accelerator == "cuda" else WORKLOADS
@@ -431,12 +440,7 @@ def run(o: dict[str, str]) -> int:
             if accelerator == "cuda":
                 timings = _gpu_contenders(w, rounds, Path(tmp))
             else:
-                timings = [
-                    fedbench_run(w, rounds, Path(tmp), "cpu"),
-                    contender("bare", w, rounds),
-                    contender("flower", w, rounds),
-                    contender("pooled", w, rounds),
-                ]
+                timings = _cpu_contenders(w, rounds, Path(tmp), repeats)
         devices = int(w["devices"])  # type: ignore[call-overload]
         print(
             f"\n{name}: {devices} x {w['model']}, {w['samples']} samples, batch {w['batch']}, "
@@ -456,6 +460,29 @@ def run(o: dict[str, str]) -> int:
         print(f"\nover target (fedbench / flower): {'; '.join(over)}")
         return 1
     return 0
+
+
+def _cpu_contenders(w: dict[str, object], rounds: int, out: Path, repeats: int) -> list[Timing]:
+    """Each CPU contender `repeats` times, every other pass in reverse order (ABBA), merged.
+
+    A 2-core VM's speed drifts by several percent over minutes (DenseNet40's plain-Flower
+    warm round was 5.31 s in one run and 5.90 s in the next, the same code, nothing else
+    running): reversing the order puts each contender early and late alike.
+    """
+    names = ["fedbench", "bare", "flower", "pooled"]
+    runs: dict[str, list[Timing]] = {n: [] for n in names}
+    for r in range(repeats):
+        for n in names if r % 2 == 0 else names[::-1]:
+            t = fedbench_run(w, rounds, out / f"r{r}", "cpu") if n == "fedbench" else None
+            runs[n].append(t or contender(n, w, rounds))
+    return [merged(runs[n]) for n in names]
+
+
+def merged(timings: list[Timing]) -> Timing:
+    """One Timing of several runs: the mean whole run and first round, every warm round."""
+    first = statistics.mean(t.rounds_s[0] for t in timings)
+    warm = [s for t in timings for s in t.rounds_s[1:]]
+    return Timing(timings[0].name, statistics.mean(t.wall_s for t in timings), [first, *warm])
 
 
 def _gpu_contenders(w: dict[str, object], rounds: int, out: Path) -> list[Timing]:
@@ -528,6 +555,7 @@ GRAMMAR = Grammar(
     (
         Key("workload", "one of " + ", ".join([*WORKLOADS, "all"]), "all"),
         Key("rounds", "rounds per contender", "5"),
+        Key("repeats", "runs per CPU contender, in ABBA order; warm rounds pooled", "1"),
         Key("accelerator", "cpu, or cuda: the GPU contenders of issue 23 (on a GPU host)", "cpu"),
         Key("as", "internal: run one contender (" + ", ".join(CONTENDERS) + ") in this process"),
         Key("config", "internal: the contender's overrides, as JSON"),

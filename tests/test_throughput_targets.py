@@ -37,3 +37,24 @@ def test_a_slower_warm_round_is_named_over_its_target() -> None:
     assert over == ["densenet warm round 1.10x > 1"]
     over = bench._cpu_ratios("small", _timings(bench, 4.0, 44.0), 100)
     assert over == ["small whole run 1.10x > 1"]
+
+
+def test_repeats_run_in_abba_order_and_pool_the_warm_rounds(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: object
+) -> None:
+    bench = _bench()
+    order: list[str] = []
+
+    def fake(kind: str, w: object, rounds: int, *rest: object) -> object:
+        order.append(kind)
+        second = order.count(kind) == 2
+        rounds_s = [9.0, 4.0, 6.0] if second else [7.0, 5.0]
+        return bench.Timing(kind, 20.0 if second else 10.0, rounds_s)
+
+    monkeypatch.setattr(bench, "contender", fake)
+    monkeypatch.setattr(bench, "fedbench_run", lambda w, r, out, acc: fake("fedbench", w, r))
+    timings = bench._cpu_contenders({}, 3, tmp_path, 2)
+    assert order == ["fedbench", "bare", "flower", "pooled", "pooled", "flower", "bare", "fedbench"]
+    fb = timings[0]
+    assert fb.name == "fedbench" and fb.wall_s == 15.0
+    assert fb.rounds_s == [8.0, 5.0, 4.0, 6.0] and fb.warm_s == 5.0  # both runs' warm rounds
