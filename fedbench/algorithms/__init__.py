@@ -4,4 +4,5 @@ Importing the package registers the built-in client halves (fedbench.algorithms.
 """
 
 from fedbench.algorithms import fedprox as fedprox
+from fedbench.algorithms import scaffold as scaffold
 from fedbench.algorithms import submodels as submodels

@@ -38,7 +38,15 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedAvg
 from torch import nn
 
-from fedbench.algorithms.base import ClientHalf, client_half
+from fedbench.algorithms.base import (
+    PREDICTED,
+    ClientHalf,
+    Predict,
+    Predictions,
+    RunFacts,
+    ServerHalf,
+    client_half,
+)
 from fedbench.arrays import decode
 from fedbench.errors import FedbenchError
 from fedbench.models import width
@@ -122,8 +130,14 @@ def check_rates(rates: object) -> tuple[float, ...]:
     return values
 
 
-class SubmodelStrategy(FedAvg):
-    """FedAvg over per-device width submodels (see the module docstring)."""
+class SubmodelStrategy(FedAvg, ServerHalf):
+    """FedAvg over per-device width submodels (see the module docstring).
+
+    Its server half (fedbench.algorithms.base.ServerHalf): fedbench's own model
+    with a width rule, synchronous rounds, a deadline for `rate_policy=deadline`
+    (`check_run`); each rate's submodel predicted and each device's rate chosen
+    (`fit_devices`); every rate's submodel scored (`evaluated_rates`).
+    """
 
     def __init__(
         self,
@@ -175,6 +189,54 @@ class SubmodelStrategy(FedAvg):
         width.width_rule(self.model)  # refuses a model without a width rule
         self.device_rates = np.asarray(device_rates, dtype=np.float64)
 
+    def check_run(self, run: RunFacts) -> None:
+        name = type(self).__name__
+        if run.app is not None:
+            raise FedbenchError(
+                f"algorithm={name}: submodels need fedbench's own model and train handler; "
+                f"app={run.app} brings its own"
+            )
+        width.width_rule(run.model)
+        if not run.synchronous:
+            raise FedbenchError(
+                f"algorithm={name} runs synchronous rounds only (mode=sync): a reply is averaged "
+                f"into the model its round sent, and {run.mode} mixes rounds"
+            )
+        if self.rate_policy == "deadline" and run.deadline_s is None:
+            raise FedbenchError(
+                "algorithm.rate_policy=deadline needs round_close.deadline_s "
+                "(e.g. round_close=deadline round_close.deadline_s=60)"
+            )
+
+    def fit_devices(self, run: RunFacts, predict: Predict) -> tuple[Predictions, np.ndarray]:
+        """Each rate's submodel predicted, each device's rate chosen (`rate_policy`) and bound.
+
+        Devices without a prediction (host, physical) get the largest rate
+        (fixed: `rate`): nothing is known to limit them. The predictions kept
+        are those of each device's own rate.
+        """
+        config = dict(run.model)
+        considered = self.rates if self.rate_policy != "fixed" else (self.rate,)
+        per_rate = {r: predict(width.build_at(config, r)) for r in considered}
+        rates, fits = choose_rates(
+            self.rate_policy,
+            list(per_rate),
+            self.rate,
+            {r: p["pred_peak_mem_mb"] for r, p in per_rate.items()},
+            next(iter(per_rate.values()))["mem_budget_mb"],
+            {r: p["pred_latency_s"] + np.nan_to_num(p["pred_comm_s"]) for r, p in per_rate.items()},
+            run.deadline_s,
+        )
+        kept = {k: next(iter(per_rate.values()))[k].copy() for k in PREDICTED}
+        for rate, pred in per_rate.items():
+            for key in PREDICTED:
+                kept[key][rates == rate] = pred[key][rates == rate]
+        self.bind(config, rates, run.device_of)
+        return kept, fits
+
+    def evaluated_rates(self) -> tuple[float, ...]:
+        return self.rates
+
     @property
     def trained_rate(self) -> float:
         """The widest submodel any device trains: the model this federation produces.
@@ -192,6 +254,10 @@ class SubmodelStrategy(FedAvg):
     def round_rate(self, server_round: int, device: int) -> float:
         return float(self.device_rates[device])
 
+    def extra_config(self, rate: float) -> dict[str, Any]:
+        """What a device's train config carries besides `model-rate` and `model-offset`."""
+        return {}
+
     # Flower's strategy interface.
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
@@ -206,7 +272,8 @@ class SubmodelStrategy(FedAvg):
             device = self.device_of(msg)
             rate = self.round_rate(server_round, device)
             sub = width.extract(self._global, self._index(rate, how))
-            cfg = ConfigRecord({**dict(config), RATE: rate, OFFSET: how.offset})
+            extra = self.extra_config(rate)
+            cfg = ConfigRecord({**dict(config), RATE: rate, OFFSET: how.offset, **extra})
             content = RecordDict(
                 {self.arrayrecord_key: ArrayRecord(sub), self.configrecord_key: cfg}
             )

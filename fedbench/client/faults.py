@@ -24,7 +24,7 @@ from flwr.clientapp.typing import ClientAppCallable
 from fedbench.client.seat import seat_of
 from fedbench.core.records import RoundReport, from_record, to_record
 from fedbench.devices.faults import Fault, InjectedCrash, draw
-from fedbench.protocol import REPORT
+from fedbench.protocol import CONTEXT_PREFIX, REPORT
 
 
 class FaultMod:
@@ -50,7 +50,7 @@ class FaultMod:
         for key in set(sent) - set(record):  # what the device mod adds besides the report
             record[key] = sent[key]
         reply.content[REPORT] = record
-        for key in list(reply.content.array_records):
+        for key in _update_keys(reply):  # the device's carried context state stays
             del reply.content[key]
         if arrays is not None:
             reply.content[arrays[0]] = arrays[1]
@@ -60,8 +60,14 @@ class FaultMod:
 fault_mod = FaultMod()
 
 
+def _update_keys(reply: Message) -> list[str]:
+    """The reply's ArrayRecords but those of the device's context state (CONTEXT_PREFIX)."""
+    return [k for k in reply.content.array_records if not k.startswith(CONTEXT_PREFIX)]
+
+
 def _arrays(reply: Message) -> tuple[str, ArrayRecord] | None:
-    return next(iter(reply.content.array_records.items()), None)
+    keys = _update_keys(reply)
+    return (keys[0], reply.content.array_records[keys[0]]) if keys else None
 
 
 def inject(

@@ -69,9 +69,13 @@ def train(msg: Message, context: Context) -> Message:
     params = train_params(seat.experiment, _config(msg))
     device = _device(seat.experiment)
     model = _model(seat.experiment.model, device)
+    state = _global_state(arrays, device)
     for half in params.halves:  # a submodel algorithm trains the width it was sent
         model = half.local_model(model, seat.experiment.model.to_plain()).to(device)
-    model.load_state_dict(_global_state(arrays, device))
+        state = half.receive(state)  # its own entries out (SCAFFOLD's control variate)
+    model.load_state_dict(state)
+    for half in params.halves:  # the device's own state, kept across rounds
+        half.begin(model, context.state)
     loss, trained, n = _train(seat, model, params, context)
     metrics: dict[str, int | float | list[int] | list[float]] = {NUM_EXAMPLES: n if trained else 0}
     metrics["train_loss"] = _finite(loss)
@@ -79,6 +83,8 @@ def train(msg: Message, context: Context) -> Message:
     content = RecordDict({METRICS: MetricRecord(metrics)})
     if trained:
         content[arrays_key] = state_dict_record(model.state_dict())
+        for half in params.halves:  # the reply hook: what the algorithm adds to the update
+            half.reply(model, content, context.state)
     return Message(content, reply_to=msg)
 
 

@@ -92,9 +92,13 @@ class DeviceMod:
             return call_next(msg, context)
         routed = msg
         msg, own = _without_task(msg)
-        if seat.experiment.app is None:
-            with seated(seat), _as_device(context, seat):
-                return self._handle(seat, msg, context, call_next)
+        if seat.experiment.app is None:  # the device's own context.state too (client halves)
+            with seated(seat), _as_device(context, seat, own, own_id=False):
+                reply = self._handle(seat, msg, context, call_next)
+                device_state = context.state
+            if len(device_state) and not reply.has_error():
+                reply.content.update(context_records(device_state))  # type: ignore[arg-type]
+            return reply
         # A user app's call is the device's own: its node id (the one the app's ServerApp
         # addressed, which SecAgg+ keys its shares by) and its context.state, whichever
         # node carries it; the reply goes back as the node's, as Flower's link checks.
@@ -188,14 +192,17 @@ device_mod = DeviceMod()
 
 
 @contextmanager
-def _as_device(context: Context, seat: Seat, state: RecordDict | None = None) -> Iterator[None]:
+def _as_device(
+    context: Context, seat: Seat, state: RecordDict | None = None, own_id: bool = True
+) -> Iterator[None]:
     """The node's partition id, run config and (`state`) context state, as the seated
-    device's, for the call."""
+    device's, for the call (`own_id`: its node id too, the one a user app addressed)."""
     saved = dict(context.node_config), dict(context.run_config)
     node_state, node_id = context.state, context.node_id
-    if state is not None:  # a user app's call: the device's own context, its node id included
+    if state is not None:  # the device's own context state (a user app: its node id too)
         context.state = state
-        context.node_id = seat.device.index + 1  # the id the app's ServerApp addressed
+        if own_id:
+            context.node_id = seat.device.index + 1  # the id the app's ServerApp addressed
     context.node_config[PARTITION_ID] = seat.device.index
     context.node_config[NUM_PARTITIONS] = seat.num_devices
     accelerator = build_runtime(seat.experiment).worker_accelerator()

@@ -19,7 +19,7 @@ from flwr.app import ArrayRecord, ConfigRecord
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 
-from fedbench.algorithms.submodels import SubmodelStrategy
+from fedbench.algorithms.base import server_half
 from fedbench.core.device import DeviceSpec
 from fedbench.experiment.build import build_algorithm, build_model
 from fedbench.experiment.fleet import fleet_index
@@ -33,7 +33,12 @@ from fedbench.scenarios.pretrain import pretrained_state
 from fedbench.server.evaluation import Evaluator, NoEvaluation, TestSplitEvaluation
 from fedbench.server.fleet_strategy import FleetStrategy
 from fedbench.server.fleet_view import FleetView
-from fedbench.server.submodels import SubmodelEvaluation, fit_rates, pretrained_at_rate
+from fedbench.server.submodels import (
+    ModelOnly,
+    SubmodelEvaluation,
+    fit_devices,
+    pretrained_at_rate,
+)
 from fedbench.train import hyper
 
 
@@ -79,8 +84,7 @@ class OwnApp(ServerSide):
     def initial_arrays(self) -> tuple[ArrayRecord, str]:
         pretrain = self.scenario.pretrain
         build = functools.partial(build_model, self.experiment.model)
-        strategy = self.algorithm()
-        rate = strategy.trained_rate if isinstance(strategy, SubmodelStrategy) else 1.0
+        rate = server_half(self.algorithm()).trained_rate
         if rate < 1 and pretrain.epochs > 0:  # a fixed-rate run: pretrain what it trains
             state, cached = pretrained_at_rate(
                 self.experiment, pretrain, self.ctx, build, rate, self.threads
@@ -94,35 +98,35 @@ class OwnApp(ServerSide):
         return ArrayRecord(self.model.state_dict()), how
 
     def algorithm(self) -> Strategy:
-        if self._algorithm is None:  # built once: a submodel strategy is bound in `predict`
+        if self._algorithm is None:  # built once: its server half is fitted in `predict`
             self._algorithm = build_algorithm(self.experiment)
         return self._algorithm
 
     def evaluator(self, grid: Grid, fleet: FleetStrategy, timeout_s: float) -> Evaluator:
-        strategy = self.algorithm()
-        if isinstance(strategy, SubmodelStrategy):  # and each rate's submodel
-            return SubmodelEvaluation(
+        half = server_half(self.algorithm())
+        evaluator: Evaluator = TestSplitEvaluation(self.model, self.ctx.splits.test, self.threads)
+        if half.evaluated_rates():  # and each rate's submodel
+            evaluator = SubmodelEvaluation(
                 self.model,
                 self.ctx.splits.test,
                 self.threads,
                 self.experiment.model.to_plain(),
-                strategy.rates,
+                half.evaluated_rates(),
                 calibration=self.ctx.splits.server,  # HeteroFL's static BN, on the server's data
                 batch_size=self.experiment.train.batch_size,
-                headline=strategy.trained_rate,
+                headline=half.trained_rate,
             )
-        return TestSplitEvaluation(self.model, self.ctx.splits.test, self.threads)
+        return ModelOnly(evaluator, half.model_arrays)
 
     def train_config(self) -> ConfigRecord:
         # The train group's hyperparameters, sent the way a Flower ServerApp sends its own.
         return ConfigRecord(hyper.to_config(self.experiment.train.params()))
 
     def predict(self, ledger: Ledger, view: FleetView) -> np.ndarray:
-        strategy = self.algorithm()
-        if isinstance(strategy, SubmodelStrategy):  # each device's width from its costs
-            return fit_rates(strategy, ledger, view, self.experiment, self.scenario, self.ctx)
-        view.predict(ledger, self.model, self.experiment, self.scenario, self.ctx)
-        return np.flatnonzero(ledger.pred_peak_mem_mb > ledger.mem_budget_mb)
+        # The model each device trains (a submodel's width from its costs), as its half says.
+        return fit_devices(
+            self.algorithm(), ledger, view, self.experiment, self.scenario, self.ctx, self.model
+        )
 
     def example_counts(self) -> Mapping[str, int]:
         # The scenario deals every device its data, physical ones included.

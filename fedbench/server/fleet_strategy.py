@@ -17,6 +17,12 @@ delegates what it does not change.
 
 Clients must send what the wrapped strategy aggregates (one ArrayRecord,
 `metrics` with `num-examples`); fedbench's device mod adds the RoundReport.
+
+Each device's own `context.state` (what an algorithm's client half keeps
+across rounds: SCAFFOLD's control variate) travels with its train message and
+comes back with its reply (`with_states`, `keep_states`): in simulation a
+worker node serves whichever devices a round names, so the node's Context is
+not the device's. A device whose reply was lost keeps its last state.
 """
 
 from __future__ import annotations
@@ -33,7 +39,14 @@ from fedbench.core.device import DeviceSpec, Traits
 from fedbench.core.seating import Seating
 from fedbench.errors import FedbenchError
 from fedbench.ledger import Ledger
-from fedbench.protocol import TASK, TrainTask, tasks_record
+from fedbench.protocol import (
+    CONTEXT_PREFIX,
+    GROUP_SEPARATOR,
+    TASK,
+    TrainTask,
+    context_records,
+    tasks_record,
+)
 from fedbench.scenarios.base import RoundSpec
 from fedbench.server.offer import ASKS_PER_CONFIGURE, MINIMUM_SETTINGS, Offer, TooFewDevices, demand
 from fedbench.server.replies import Sent
@@ -71,6 +84,7 @@ class FleetStrategy(Strategy):
         self.picked: list[int] = []
         self.sent: list[Sent] = []
         self.skipped = ""  # why a round trained nobody, if it did not
+        self.states: dict[int, RecordDict] = {}  # device index -> its context.state
 
     def begin_round(
         self, start: RoundStart, wanted: int | None = None, busy: Collection[int] = ()
@@ -99,7 +113,44 @@ class FleetStrategy(Strategy):
         messages = self._from_inner(
             lambda offer: self.inner.configure_train(server_round, arrays, config, offer)
         )
-        return self.route_train(messages)
+        return self.route_train(self.with_states(messages))
+
+    def with_states(self, messages: list[Message]) -> list[Message]:
+        """Each message with its device's context state, where the device has one."""
+        out = []
+        for message in messages:
+            state = self.states.get(Offer.device_of(message))
+            if state:
+                content = RecordDict(dict(message.content))
+                content.update(context_records(state))  # type: ignore[arg-type]
+                message = Message(metadata=message.metadata, content=content)  # type: ignore[call-overload]
+            out.append(message)
+        return out
+
+    def keep_states(self, replies: list[Message], sent: Sequence[Sent]) -> list[Message]:
+        """The replies without the context states they carry, which are kept per device."""
+        devices: dict[str, list[int]] = {}
+        for s in sent:
+            devices.setdefault(s.message.metadata.message_id, []).append(s.device.index)
+        out = []
+        for reply in replies:
+            mine = devices.get(reply.metadata.reply_to_message_id, [])
+            if reply.has_error() or not mine:
+                out.append(reply)
+                continue
+            rest, found = RecordDict(), dict[int, RecordDict]()
+            for key, record in reply.content.items():
+                index, name = _device_and_name(key, mine)
+                if name.startswith(CONTEXT_PREFIX) and index in mine:
+                    found.setdefault(index, RecordDict())[name[len(CONTEXT_PREFIX) :]] = record
+                else:
+                    rest[key] = record
+            if not found:
+                out.append(reply)
+                continue
+            self.states.update(found)
+            out.append(Message(metadata=reply.metadata, content=rest))  # type: ignore[call-overload]
+        return out
 
     def route_train(self, messages: list[Message]) -> list[Message]:
         """The round's train messages (one per device, addressed `device index + 1`) as
@@ -236,3 +287,11 @@ def check_minimums(inner: Strategy, clients_per_round: int) -> None:
                 f"the Flower strategy samples from the devices fedbench picks each round; "
                 f"set algorithm.{key} <= {clients_per_round}"
             )
+
+
+def _device_and_name(key: str, devices: list[int]) -> tuple[int, str]:
+    """Whose record `key` of a reply is: a several-device reply names it "<index>:<name>"."""
+    if len(devices) == 1:
+        return devices[0], key
+    index, _, name = key.partition(GROUP_SEPARATOR)
+    return (int(index), name) if index.isdigit() else (-1, key)

@@ -186,6 +186,7 @@ class RoundLoop:
     ) -> list[Reply]:
         """Every sent device's reply as a report (and an update if it brought one)."""
         sent = self.in_flight if sent is None else sent
+        replies = self.fleet.keep_states(replies, sent)  # each device's context.state
         return read_replies(
             spec.round, spec.day, sent, replies, arrays, self.arrays_key, received_at, self.defense
         )

@@ -1,12 +1,14 @@
-"""The server's side of submodel algorithms: each rate's predicted cost, each device's rate.
+"""The server's side of an algorithm's server half: the run's facts, predictions, scores.
 
-A submodel strategy (fedbench.algorithms.submodels: HeteroFL, FjORD,
-FedRolex) needs each device's largest affordable width before round 1. Here
-every rate's submodel is built and its round predicted like any workload
-(FleetView.predict: one emulation per profile, its workload measured and
-cached per submodel), the strategy's `rate_policy` picks each device's
-rate, and the ledger keeps the chosen rate's predictions, so selection,
-the deadline close and the records see the submodel's cost.
+A strategy's server half (fedbench.algorithms.base.ServerHalf; the submodel
+strategies of fedbench.algorithms.submodels - HeteroFL, FjORD, FedRolex -
+implement one) is asked here, never found by its class: `run_facts` is what
+the server tells it, `check_algorithm` refuses what it cannot run with before
+the run folder exists, `fit_devices` fills the ledger with each device's
+predictions for the model the half chose for it (a submodel's width from its
+budget: every rate's submodel predicted like any workload, FleetView.predict,
+one emulation per profile, its workload measured and cached per submodel),
+so selection, the deadline close and the records see that model's cost.
 """
 
 from __future__ import annotations
@@ -20,23 +22,20 @@ from flwr.app import ArrayRecord
 from flwr.serverapp.strategy import Strategy
 from torch import nn
 
-from fedbench.algorithms.submodels import SubmodelStrategy, choose_rates
+from fedbench.algorithms.base import PREDICTED, Predictions, RunFacts, server_half
 from fedbench.core.numerics import fixed_threads
 from fedbench.data.source import Tensors
-from fedbench.errors import FedbenchError
 from fedbench.experiment.schema import Experiment
 from fedbench.ledger import Ledger
 from fedbench.models import width
 from fedbench.scenarios.base import Scenario
 from fedbench.scenarios.context import DataContext
 from fedbench.scenarios.pretrain import PretrainParams, pretrained_state, recalibrate_batchnorm
-from fedbench.server.evaluation import ACCURACY_AT, TestSplitEvaluation
+from fedbench.server.evaluation import ACCURACY_AT, Evaluator, TestSplitEvaluation
 from fedbench.server.fleet_view import FleetView
 from fedbench.server.modes import Synchronous, build_mode
 from fedbench.server.offer import Offer
 from fedbench.train.loop import evaluate
-
-_PRED = ("pred_peak_mem_mb", "mem_budget_mb", "pred_latency_s", "pred_energy_j", "pred_comm_s")
 
 
 def deadline_of(experiment: Experiment) -> float | None:
@@ -44,63 +43,59 @@ def deadline_of(experiment: Experiment) -> float | None:
     return None if value is None else float(value)
 
 
+def run_facts(experiment: Experiment, devices: int = 0) -> RunFacts:
+    """What a server half is told about the run (`devices`: the fleet's size; 0 in checks)."""
+    return RunFacts(
+        model=experiment.model.to_plain(),
+        devices=devices,
+        app=experiment.app.name if experiment.app is not None else None,
+        synchronous=isinstance(build_mode(experiment), Synchronous),
+        mode=experiment.mode.target,
+        deadline_s=deadline_of(experiment),
+        device_of=Offer.device_of,
+    )
+
+
 def check_submodels(strategy: Strategy, experiment: Experiment) -> None:
-    """Refuse, before the run folder exists, what a submodel strategy cannot run with."""
-    if not isinstance(strategy, SubmodelStrategy):
-        return
-    name = type(strategy).__name__
-    if experiment.app is not None:
-        raise FedbenchError(
-            f"algorithm={name}: submodels need fedbench's own model and train handler; "
-            f"app={experiment.app.name} brings its own"
-        )
-    width.width_rule(experiment.model.to_plain())
-    if not isinstance(build_mode(experiment), Synchronous):
-        raise FedbenchError(
-            f"algorithm={name} runs synchronous rounds only (mode=sync): a reply is averaged "
-            f"into the model its round sent, and {experiment.mode.target} mixes rounds"
-        )
-    if strategy.rate_policy == "deadline" and deadline_of(experiment) is None:
-        raise FedbenchError(
-            "algorithm.rate_policy=deadline needs round_close.deadline_s "
-            "(e.g. round_close=deadline round_close.deadline_s=60)"
-        )
+    """Refuse, before the run folder exists, what the strategy's server half cannot run with."""
+    server_half(strategy).check_run(run_facts(experiment))  # before the fleet is expanded
 
 
-def fit_rates(
-    strategy: SubmodelStrategy,
+def fit_devices(
+    strategy: Strategy,
     ledger: Ledger,
     view: FleetView,
     experiment: Experiment,
     scenario: Scenario,
     ctx: DataContext,
+    model: nn.Module,
 ) -> np.ndarray:
-    """Bind each device's rate to the strategy; the devices that fit not even the smallest.
+    """The ledger's predictions for the model each device trains; the devices that fit none.
 
-    Devices without a prediction (host, physical) get the largest rate
-    (fixed: `rate`): nothing is known to limit them.
+    `model`: the experiment's model, what a half that keeps it predicts.
     """
-    config: dict[str, Any] = experiment.model.to_plain()
-    per_rate: dict[float, dict[str, np.ndarray]] = {}
-    for rate in strategy.rates if strategy.rate_policy != "fixed" else (strategy.rate,):
-        view.predict(ledger, width.build_at(config, rate), experiment, scenario, ctx)
-        per_rate[rate] = {k: getattr(ledger, k).copy() for k in _PRED}
-    budget = next(iter(per_rate.values()))["mem_budget_mb"]
-    rates, fits = choose_rates(
-        strategy.rate_policy,
-        list(per_rate),
-        strategy.rate,
-        {r: p["pred_peak_mem_mb"] for r, p in per_rate.items()},
-        budget,
-        {r: p["pred_latency_s"] + np.nan_to_num(p["pred_comm_s"]) for r, p in per_rate.items()},
-        deadline_of(experiment),
+
+    def predict(candidate: nn.Module | None) -> Predictions:
+        view.predict(ledger, model if candidate is None else candidate, experiment, scenario, ctx)
+        return {k: getattr(ledger, k).copy() for k in PREDICTED}
+
+    kept, fits = server_half(strategy).fit_devices(
+        run_facts(experiment, len(ledger.devices)), predict
     )
-    for rate, pred in per_rate.items():
-        mine = rates == rate
-        for key in _PRED:
-            getattr(ledger, key)[mine] = pred[key][mine]
-    strategy.bind(config, rates, Offer.device_of)
-    return np.flatnonzero(~fits)
+    for key in PREDICTED:
+        getattr(ledger, key)[:] = kept[key]
+    return np.flatnonzero(~np.asarray(fits, dtype=bool))
+
+
+class ModelOnly(Evaluator):
+    """An evaluator of the model's entries of the global arrays (`ServerHalf.model_arrays`)."""
+
+    def __init__(self, inner: Evaluator, model_arrays: Callable[[ArrayRecord], ArrayRecord]):
+        self.inner = inner
+        self.model_arrays = model_arrays
+
+    def __call__(self, server_round: int, arrays: ArrayRecord) -> dict[str, float]:
+        return self.inner(server_round, self.model_arrays(arrays))
 
 
 def pretrained_at_rate(

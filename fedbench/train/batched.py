@@ -48,6 +48,7 @@ import torch
 from torch import nn
 from torch.func import functional_call, vmap
 
+from fedbench.algorithms.base import ClientHalf
 from fedbench.core.workload import Workload
 from fedbench.data.source import Tensors
 from fedbench.errors import FedbenchError
@@ -182,7 +183,17 @@ def refusal(params: TrainParams) -> str | None:
     held = [type(h).__qualname__ for h in params.corrections() if not h.batchable]
     if held:
         return f"client half {', '.join(held)} corrects gradients not elementwise"
+    stepped = [type(h).__qualname__ for h in params.halves if _steps_its_own_way(h)]
+    if stepped:
+        return f"client half {', '.join(stepped)} draws per step or replaces the loss"
     return None
+
+
+def _steps_its_own_way(half: ClientHalf) -> bool:
+    """A half with its own `before_step` or `objective`: the stacked loop calls neither."""
+    kind = type(half)
+    own_step = kind.before_step is not ClientHalf.before_step
+    return own_step or kind.objective is not ClientHalf.objective
 
 
 def batchable(model: nn.Module, datas: Sequence[Tensors], params: TrainParams) -> bool:

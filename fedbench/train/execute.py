@@ -35,6 +35,7 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from fedbench.algorithms.base import Objective
 from fedbench.core.plans import Plan
 from fedbench.measure.checkpointing import CheckpointedSequential, apply_checkpointing, trunk
 
@@ -147,11 +148,14 @@ class PlanRunner:
         optimizer: torch.optim.Optimizer,
         loss_fn: LossFn,
         bn_momentum_scaled: bool = False,
+        objective: Objective | None = None,
     ) -> None:
         self.model = model
         self.optimizer = optimizer
         self.loss_fn = loss_fn
         self.bn_momentum_scaled = bn_momentum_scaled
+        # A client half's micro-batch loss (FjORD's self-distillation) instead of loss_fn's.
+        self.objective = objective
 
     def step(self, x: torch.Tensor, y: torch.Tensor, plan: Plan, batch_size: int) -> float:
         """One optimizer step on (x, y); returns the batch's mean loss."""
@@ -164,7 +168,10 @@ class PlanRunner:
             _scaled_momentum(self.model, m) if scaled else nullcontext(),
         ):
             for xb, yb in zip(x.chunk(m), y.chunk(m), strict=True):
-                loss = self.loss_fn(net(xb), yb)
+                if self.objective is None:
+                    loss = self.loss_fn(net(xb), yb)
+                else:
+                    loss = self.objective(net, xb, yb)
                 if m > 1:
                     # Equal slices: the mean of slice means is the batch mean.
                     loss = loss / m

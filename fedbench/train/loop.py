@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from fedbench.algorithms.base import ClientHalf
+from fedbench.algorithms.base import ClientHalf, Objective
 from fedbench.core import interrupt
 from fedbench.core.plans import FULL, Plan
 from fedbench.data.source import Tensors
@@ -48,6 +48,14 @@ class TrainParams:
     def corrections(self) -> tuple[ClientHalf, ...]:
         """The halves that change the gradients."""
         return tuple(h for h in self.halves if h.corrects())
+
+    def objective(self, model: nn.Module) -> Objective | None:
+        """The one half's micro-batch loss that replaces cross-entropy (None: cross-entropy)."""
+        found = [(h, o) for h in self.halves if (o := h.objective(model)) is not None]
+        if len(found) > 1:
+            names = ", ".join(type(h).__qualname__ for h, _ in found)
+            raise ValueError(f"client halves {names} each replace the loss: at most one may")
+        return found[0][1] if found else None
 
 
 def make_optimizer(params: TrainParams, model: nn.Module) -> torch.optim.Optimizer:
@@ -99,6 +107,10 @@ def train_local(
     With `lr_scale`, optimizer step i (from 0) runs at `params.lr * lr_scale(i)`
     (a schedule: the server's pretraining warms up and decays to zero).
 
+    Before each optimizer step every client half's `before_step` runs (FjORD
+    draws the step's width there), and one half may replace the loss
+    (`objective`): both hold for every micro-batch of the step.
+
     Every step runs under `plan` (default: the full batch). With `adapt`,
     the budget is checked before each optimizer step and the plan switched
     for the remaining steps (done steps and the optimizer state are kept);
@@ -112,7 +124,9 @@ def train_local(
     model.train()
     current = plan or FULL
     total, steps = 0.0, 0
-    runner = PlanRunner(model, optimizer, loss_fn, params.bn_momentum_scaled)
+    runner = PlanRunner(
+        model, optimizer, loss_fn, params.bn_momentum_scaled, params.objective(model)
+    )
     for epoch in range(params.local_epochs):
         # The server's pretraining runs here for minutes before round 1: a Ctrl-C or SIGTERM
         # ends it at the next epoch (fedbench.core.interrupt; never set in a worker).
@@ -128,6 +142,8 @@ def train_local(
             if lr_scale is not None:
                 for group in optimizer.param_groups:
                     group["lr"] = params.lr * lr_scale(steps)
+            for half in params.halves:  # one draw per optimizer step (FjORD's width)
+                half.before_step(steps, seed)
             total += runner.step(data.x[idx], data.y[idx], current, params.batch_size)
             if adapt is not None:
                 adapt.log.record(current)
