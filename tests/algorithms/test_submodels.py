@@ -102,13 +102,14 @@ def test_each_device_gets_its_slice_and_rate_and_the_round_averages_per_entry() 
     assert torch.all(w[:8] == 2.5) and torch.all(w[8:] == 1.0)  # (1 + 9) / 4; only device 0
 
 
-def test_fjord_draws_widths_up_to_each_device_and_fedrolex_rolls() -> None:
+def test_fjord_sends_each_device_its_largest_width_and_fedrolex_rolls() -> None:
     fjord = FjORD(rate_policy="budget", rates=RATES)
-    fjord.device_rates = np.array([1.0, 0.25])
-    drawn = {fjord.round_rate(r, 0) for r in range(1, 40)}
-    assert drawn == set(RATES)  # every allowed width, over the rounds
-    assert {fjord.round_rate(r, 1) for r in range(1, 40)} == {0.25}
-    assert fjord.round_rate(7, 0) == fjord.round_rate(7, 0)  # seeded by round and device
+    sent, _ = _messages(fjord, 5, [1.0, 0.25])
+    configs = {Offer.device_of(m): m.content["config"] for m in sent}
+    # p_max every round (the width is drawn per batch on the device), and what it may draw
+    assert [configs[d]["model-rate"] for d in (0, 1)] == [1.0, 0.25]
+    assert configs[0]["od-rates"] == RATES and configs[1]["od-rates"] == [0.25]
+    assert configs[0]["od-kd"] == [1.0, 1.0]  # self-distillation, on by default
     rolex = FedRolex()
     assert [rolex.extraction(r).offset for r in (1, 2, 3)] == [0, 1, 2]
     sent, full = _messages(rolex, 3, [0.5])
