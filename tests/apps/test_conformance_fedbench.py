@@ -11,7 +11,8 @@ deployment on loopback, one SuperNode per host device. Every such app is
 deterministic: seeded model and batches, one torch thread, and a server that
 aggregates the replies in partition-id order, not arrival order. Each
 fedbench run takes about 45 s and its reference run about 30 s on a 2-core
-host, so these are `slow`.
+host, so these are `slow`; the reference runs are the session's, shared with
+test_conformance_reference.py (tests/apps/conftest.py).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.apps.conformance.reference import SECTIONS, read_app, run_reference
+from tests.apps.conformance.reference import SECTIONS, read_app, shared_reference
 from tests.helpers import run_fedbench
 
 pytestmark = pytest.mark.slow
@@ -70,17 +71,13 @@ class FedbenchRuns:
 
 
 class References:
-    def __init__(self, base: Path) -> None:
-        self.base = base
-        self._runs: dict[str, dict[str, Any]] = {}
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
 
     def get(self, app: str) -> dict[str, Any]:
-        """`app` under plain Flower's simulation (run_reference), made on first use."""
-        if app not in self._runs:
-            workdir = self.base / app
-            workdir.mkdir()
-            self._runs[app] = run_reference(app, workdir=workdir)
-        return self._runs[app]
+        """`app` under plain Flower's simulation (run_reference), made on first use in the
+        session: test_conformance_reference.py checks the same run (shared_reference)."""
+        return shared_reference(app, 1, self.folder)
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +86,8 @@ def fedbench_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fedbench
 
 
 @pytest.fixture(scope="module")
-def references(tmp_path_factory: pytest.TempPathFactory) -> Iterator[References]:
-    yield References(tmp_path_factory.mktemp("reference-apps"))
+def references(reference_runs_folder: Path) -> Iterator[References]:
+    yield References(reference_runs_folder)
 
 
 def _sections(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,22 +38,24 @@ def _app_params() -> list[Any]:
 
 
 class Runs:
-    """Each app's reference runs, made on first use: run 1 for the checks, run 2 to repeat."""
+    """Each app's reference runs, made on first use: run 1 for the checks, run 2 to repeat.
 
-    def __init__(self) -> None:
-        self._runs: dict[tuple[str, int], dict[str, Any]] = {}
+    Run 1 is the session's (shared_reference): test_conformance_fedbench.py compares
+    fedbench with the same run, made by whichever module asks first.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
 
     def get(self, app: str, attempt: int = 1) -> dict[str, Any]:
-        from tests.apps.conformance.reference import run_reference
+        from tests.apps.conformance.reference import shared_reference
 
-        if (app, attempt) not in self._runs:
-            self._runs[app, attempt] = run_reference(app)
-        return self._runs[app, attempt]
+        return shared_reference(app, attempt, self.folder)
 
 
 @pytest.fixture(scope="module")
-def runs() -> Iterator[Runs]:
-    yield Runs()
+def runs(reference_runs_folder: Path) -> Iterator[Runs]:
+    yield Runs(reference_runs_folder)
     import ray
 
     assert not ray.is_initialized(), "a reference run left Ray running"

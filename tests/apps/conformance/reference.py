@@ -245,6 +245,26 @@ def run_reference(
     }
 
 
+def shared_reference(app: str, attempt: int, folder: Path) -> dict[str, Any]:
+    """run_reference(app)'s `attempt`-th run, made once in `folder` and read back by any
+    later caller there, in this process or another (a lock per run): the test session's
+    xdist workers share one folder (tests/apps/conftest.py), so the two conformance
+    modules share each app's reference run instead of making it once each."""
+    from filelock import FileLock
+
+    folder.mkdir(parents=True, exist_ok=True)
+    saved = folder / f"{app}-{attempt}.json"
+    with FileLock(f"{saved}.lock"):
+        if not saved.exists():
+            workdir = folder / f"{app}-{attempt}"
+            workdir.mkdir(exist_ok=True)  # a run that failed before may have made it
+            result = run_reference(app, workdir=workdir)
+            saved.write_text(json.dumps(result))
+        result = json.loads(saved.read_text())
+    # JSON keeps the sections' round numbers as strings: back to run_reference's ints.
+    return {**result, **{section: _by_round(result[section]) for section in SECTIONS}}
+
+
 def main(argv: list[str]) -> int:
     """`<app> [nodes=N]`: print the app's reference metrics (without Flower's log) as JSON."""
     if not argv or argv[0] not in APPS:
