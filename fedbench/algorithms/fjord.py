@@ -176,7 +176,9 @@ class Prefix:
     """The p-prefix of a p_max model, run functionally on its tensors (gradients reach them).
 
     BatchNorm's running statistics of the prefix are written back after the
-    forward, so the p_max model's buffers see every width's update.
+    forward, so the p_max model's buffers see every width's update: as new
+    tensors, never in place, since the teacher's forward of the same step saved
+    the old ones for its backward.
     """
 
     def __init__(self, model: nn.Module, config_json: str, p: float, top: float) -> None:
@@ -190,8 +192,10 @@ class Prefix:
         with torch.no_grad():
             for name, _ in self.sub.named_buffers():
                 if full[name].dim() and full[name].is_floating_point():
-                    where = torch.meshgrid(*self.index[name], indexing="ij")
-                    full[name][where] = taken[name]
+                    merged = full[name].clone()
+                    merged[torch.meshgrid(*self.index[name], indexing="ij")] = taken[name]
+                    owner, _, leaf = name.rpartition(".")
+                    setattr(self.model.get_submodule(owner), leaf, merged)
         return out
 
 

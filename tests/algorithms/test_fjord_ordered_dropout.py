@@ -98,3 +98,11 @@ def test_a_batchnorm_prefix_updates_the_p_max_models_running_statistics() -> Non
     half_width = len(before) // 2
     assert not torch.equal(after[:half_width], before[:half_width])
     assert torch.equal(after[half_width:], before[half_width:])
+    # With the p_max teacher in the same step, its backward runs after the student's
+    # statistics were written back (as new tensors: the teacher saved the old ones).
+    taught = OrderedDropout([1.0, 0.5], kd=[1.0, 1.0])
+    taught.local_model(model, cfg)
+    taught.p = 0.5
+    loss = taught.objective(model)
+    assert loss is not None
+    loss(model, torch.randn(8, 3, 32, 32), torch.arange(8)).backward()
