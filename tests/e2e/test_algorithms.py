@@ -81,13 +81,16 @@ def test_heterofl_in_deployment_on_loopback(tmp_path: Path) -> None:
     Each device's rate travels in its train message and its submodel comes back
     sliced: at a 0.25 s deadline the Raspberry Pi 3B+ of day 1 trains 1/2, the
     TX2 and the Pi 4 beside it the whole model, and every update is aggregated.
+    The fleet is those three devices of fleet=mixed8 (the ones its day 1 picks),
+    so the deployment starts three SuperNodes, not eight.
     """
     folder = tmp_path / "heterofl"
     proc = run_fedbench(
         [
             "runtime=deployment",
             "experiment=smoke",
-            "fleet=mixed8",
+            "fleet.devices=[{profile:rpi3bplus,count:1},{profile:jetson_tx2,count:1},"
+            "{profile:rpi4,count:1}]",
             "algorithm=heterofl",
             "algorithm.rate_policy=deadline",
             "round_close=deadline",
@@ -103,6 +106,7 @@ def test_heterofl_in_deployment_on_loopback(tmp_path: Path) -> None:
     assert all(r["status"] == "ok" for r in rows), [r["reason"] for r in rows]
     rates = {r["device"]: float(r["model_rate"]) for r in rows if r["day"] == "1"}
     assert rates["rpi3bplus-000"] == 0.5 and max(rates.values()) == 1.0, rates
+    assert rates["jetson_tx2-000"] == rates["rpi4-000"] == 1.0, rates
     server = list(csv.DictReader((folder / "server_rounds.csv").open()))
     assert [int(r["aggregated"]) for r in server] == [3, 3]
     assert set(summary["final_accuracy_per_rate"]) == {"1", "0.5", "0.25", "0.125", "0.0625"}
