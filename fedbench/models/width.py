@@ -8,7 +8,7 @@ the submodel holds `channels` of the full dimension, chosen by an
 `Extraction`:
 
 - `first`: the first ceil(r * C) channels (HeteroFL, static; FjORD's ordered
-  dropout, with r drawn per device per round);
+  dropout, with r drawn per local batch up to the device's p_max);
 - `rolling`: a window of ceil(r * C) consecutive channels (mod C) that starts
   `offset` channels further each round (FedRolex, Alam et al., NeurIPS'22).
 
