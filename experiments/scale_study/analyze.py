@@ -72,6 +72,13 @@ ARM_LABELS = {
     "sync": "synchronous FedAvg",
     "fedbuff": "FedBuff",
 }
+METRIC_LABELS = {
+    "time_to_target": "time to target",
+    "energy_to_target": "energy to target",
+    "updates_to_target": "updates to target",
+    "run_time": "whole run, virtual time",
+    "run_energy": "whole run, energy",
+}
 TARGET_LINE = re.compile(r"^#\s*Study target accuracy[^:]*:\s*([0-9.]+)\s*$")
 USAGE = "python experiments/scale_study/analyze.py RUNS [out=DIR] [target.EXPERIMENT=X]"
 
@@ -91,6 +98,7 @@ class RunFacts:
     energy_to_target_j: float
     updates_to_target: float
     final_accuracy: float
+    best_accuracy: float
     rounds: int
     virtual_time_s: float
     energy_j: float
@@ -189,6 +197,7 @@ def facts(run: Run, experiment: str, arm: str, target: float) -> RunFacts:
         energy_to_target_j=reached.energy_j,
         updates_to_target=float(updates[evaluation.round]) if evaluation else math.nan,
         final_accuracy=run.final_accuracy,
+        best_accuracy=max((e.accuracy for e in run.evaluations), default=math.nan),
         rounds=rounds,
         virtual_time_s=run.total_time_s,
         energy_j=run.total_energy_j,
@@ -231,6 +240,10 @@ def compare(runs: dict[tuple[str, str, int], RunFacts]) -> list[Comparison]:
         ("energy_to_target", "ratio", "energy_to_target_j"),
         ("updates_to_target", "ratio", "updates_to_target"),
         ("final_accuracy", "difference", "final_accuracy"),
+        # Whole runs (every pair has them, reached or not): the same rounds' virtual time
+        # and energy (study_shakespeare), or the same budget's (the async comparison).
+        ("run_time", "ratio", "virtual_time_s"),
+        ("run_energy", "ratio", "energy_j"),
     )
     for experiment, (baseline, arms) in COMPARISONS.items():
         for arm in arms:
@@ -295,9 +308,10 @@ def markdown(
         target = exp_runs[0].target
         lines += [f"## {experiment} (target accuracy {100 * target:.2f}%)", ""]
         lines += [
-            "| arm vs baseline | seeds | time to target | energy to target "
-            "| updates to target | final accuracy, difference |",
-            "|---|---|---|---|---|---|",
+            "| arm vs baseline | seeds both reached | time to target | energy to target "
+            "| updates to target | final accuracy, difference | whole run: virtual time "
+            "| whole run: energy |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for arm in arms:
             row = {c.metric: c for c in comps if c.experiment == experiment and c.arm == arm}
@@ -307,14 +321,15 @@ def markdown(
             lines.append(
                 f"| {ARM_LABELS[arm]} vs {ARM_LABELS[baseline]} | {t.paired}/{t.seeds} "
                 f"| {interval(t)} | {interval(row['energy_to_target'])} "
-                f"| {interval(row['updates_to_target'])} | {interval(row['final_accuracy'])} |"
+                f"| {interval(row['updates_to_target'])} | {interval(row['final_accuracy'])} "
+                f"| {interval(row['run_time'])} | {interval(row['run_energy'])} |"
             )
         lines += ["", "Per arm, mean over seeds (sd):", ""]
         lines += [
             "| arm | runs | reached | time to target (s) | energy to target (J) "
-            "| final accuracy (%) | rounds | mean round (s) | updates "
+            "| final accuracy (%) | best accuracy (%) | rounds | mean round (s) | updates "
             "| examples per update | distinct devices | timeouts+dropped | CPU s per run |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for arm in (baseline, *arms):
             fs = [f for f in exp_runs if f.arm == arm]
@@ -328,6 +343,7 @@ def markdown(
                         ("time_to_target_s", 1, 0),
                         ("energy_to_target_j", 1, 0),
                         ("final_accuracy", 100, 2),
+                        ("best_accuracy", 100, 2),
                         ("rounds", 1, 1),
                         ("mean_round_s", 1, 1),
                         ("updates", 1, 0),
@@ -403,7 +419,7 @@ def figure_curves(
             continue
         curves = np.array([curve_on(grid, r) for r in runs])
         for c in curves:
-            ax.plot(grid, c, color=colours[i], alpha=0.25, linewidth=0.8)
+            ax.plot(grid, c, color=colours[i], alpha=0.4, linewidth=0.8)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # columns past every run's end
             # The mean only where every seed still runs: no mean over a shrinking set.
@@ -449,7 +465,7 @@ def figure_ratios(out: Path, comps: list[Comparison]) -> Path | None:
     labels = []
     seen = [1.0]
     for y, c in enumerate(shown):
-        label = f"{ARM_LABELS[c.arm]} / {ARM_LABELS[c.baseline]}: {c.metric.replace('_', ' ')}"
+        label = f"{ARM_LABELS[c.arm]} / {ARM_LABELS[c.baseline]}: {METRIC_LABELS[c.metric]}"
         labels.append(f"{label} ({c.paired}/{c.seeds} seeds)")
         if not math.isfinite(c.estimate):
             ax.text(
