@@ -52,7 +52,7 @@ import yaml  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from fedbench.analyze.runs import Run, load_run, time_to_target  # noqa: E402
@@ -461,7 +461,7 @@ def figure_ratios(out: Path, comps: list[Comparison]) -> Path | None:
     shown = [c for c in comps if c.kind == "ratio" and c.metric != "updates_to_target"]
     if not shown:
         return None
-    fig, ax = plt.subplots(figsize=(7.5, 0.55 * len(shown) + 1.4))
+    fig, ax = plt.subplots(figsize=(10, 0.55 * len(shown) + 1.4))
     labels = []
     seen = [1.0]
     for y, c in enumerate(shown):
@@ -488,15 +488,18 @@ def figure_ratios(out: Path, comps: list[Comparison]) -> Path | None:
     ax.set_xlim(min(seen) / 1.25, max(seen) * 1.25)
     ax.axvline(1.0, color="0.3", linestyle="--", linewidth=1)
     ax.set_xscale("log")
-    ticks = FuncFormatter(lambda v, _: f"{v:g}")
-    ax.xaxis.set_major_formatter(ticks)
-    ax.xaxis.set_minor_formatter(ticks)
-    ax.tick_params(axis="x", which="both", labelsize=8)
+    # A few round ratios, not every minor tick of the log axis (they overlap near 1).
+    low, high = ax.get_xlim()
+    marks = [v for v in (0.1, 0.2, 0.33, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10) if low <= v <= high]
+    ax.xaxis.set_major_locator(FixedLocator(marks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.tick_params(axis="x", labelsize=8)
     ax.set_yticks(range(len(shown)), labels, fontsize=8)
     ax.set_ylim(-0.7, len(shown) - 0.3)
     ax.invert_yaxis()
-    ax.set_xlabel("ratio to the baseline (log scale; < 1: less than the baseline)")
-    ax.set_title("Geometric-mean ratio, 95% t-interval (line) and each seed (dots)", fontsize=10)
+    ax.set_xlabel("ratio to the baseline (log scale; < 1: less than the baseline)", fontsize=9)
+    ax.set_title("geometric mean (diamond), 95% t-interval (line), seeds (dots)", fontsize=10)
     ax.grid(alpha=0.3, axis="x")
     fig.tight_layout()
     path = out / "ratios.png"
