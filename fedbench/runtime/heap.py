@@ -5,9 +5,9 @@ numpy temporaries, and a worker's training call frees its activations when
 it returns. glibc keeps freed heap pages for later allocations, so without
 this the server's resident memory would stay at the draw's peak for the
 whole run (~350 MB more at 1,000,000 devices), and a Ray worker would hold
-~100 MB of a finished call's memory while it waits for the next one. The
-server releases after the draw (fedbench.server.app), a worker after each
-device's call (fedbench.client.app's `release_mod`). A C library without
+~100 MB of a finished call's memory while it waits for the next round. The
+server releases after the draw (fedbench.server.app), a worker once it has been
+idle `IDLE_S` after a call (fedbench.client.app's `release_mod`). A C library without
 `malloc_trim` (macOS, musl) makes `release` a no-op.
 
 Releasing after each call, not a fixed mmap threshold (MALLOC_MMAP_THRESHOLD_=1 MiB,
