@@ -61,8 +61,6 @@ from fedbench.core.records import ClientMetric
 from fedbench.errors import FedbenchError
 from fedbench.experiment.app import AppConfig, app_failure
 from fedbench.protocol import (
-    CONTEXT_PREFIX,
-    GROUP_SEPARATOR,
     REPORT,
     STATE,
     TASK,
@@ -76,7 +74,7 @@ from fedbench.server.capture import Asks, TooFewNodes, load_server_app, working_
 from fedbench.server.clock import EventClock
 from fedbench.server.close.base import Closing
 from fedbench.server.fleet_grid import CUT, FleetGrid, GridStop, RunOver
-from fedbench.server.fleet_strategy import RoundStart
+from fedbench.server.fleet_strategy import RoundStart, split_states
 from fedbench.server.loop import LoopParts, RoundLoop, _late
 from fedbench.server.replies import Reply, read_replies
 from fedbench.server.run import LoopState, RoundOutcome
@@ -253,7 +251,7 @@ class AppLoop(RoundLoop):
         devices: dict[str, list[int]] = {}
         for sent in self.in_flight:
             devices.setdefault(sent.message.metadata.message_id, []).append(sent.device.index)
-        replies = self._keep_states(replies, devices)
+        replies = split_states(replies, devices, self.states)
         read = read_replies(
             r.spec.round,
             r.spec.day,
@@ -294,7 +292,7 @@ class AppLoop(RoundLoop):
         replies, _ = self.pull(ids, wait_for_all=True, timeout_s=timeout)
         self.open.waited += time.perf_counter() - waiting
         device_of = {m.metadata.message_id: d for d, m in routed}
-        replies = self._keep_states(replies, {i: [d.index] for i, d in device_of.items()})
+        replies = split_states(replies, {i: [d.index] for i, d in device_of.items()}, self.states)
         out = []
         for reply in replies:
             device = device_of.get(reply.metadata.reply_to_message_id)
@@ -373,25 +371,6 @@ class AppLoop(RoundLoop):
             out.append(message)
         return out
 
-    def _keep_states(self, replies: list[Message], devices: dict[str, list[int]]) -> list[Message]:
-        """The replies without the context states they carry, which are kept per device."""
-        out = []
-        for reply in replies:
-            mine = devices.get(reply.metadata.reply_to_message_id, [])
-            if reply.has_error() or not mine:
-                out.append(reply)
-                continue
-            rest, found = RecordDict(), dict[int, RecordDict]()
-            for key, record in reply.content.items():
-                index, name = _device_and_name(key, mine)
-                if name.startswith(CONTEXT_PREFIX):
-                    found.setdefault(index, RecordDict())[name[len(CONTEXT_PREFIX) :]] = record
-                else:
-                    rest[key] = record
-            self.states.update(found)  # what the device's call left in its context.state
-            out.append(Message(metadata=reply.metadata, content=rest))  # type: ignore[call-overload]
-        return out
-
     # -- what the app's strategy logged ---------------------------------------------
 
     def _logged(self, kind: str, record: Mapping[str, float]) -> None:
@@ -460,14 +439,6 @@ def run_server_app(app: AppConfig, grid: FleetGrid, context: Context) -> None:
             raise app_failure(app.name, f"its ServerApp {app.serverapp!r}", exc, app.root) from None
     if grid.raised is not None and not isinstance(grid.raised, RunOver):
         raise grid.raised
-
-
-def _device_and_name(key: str, devices: list[int]) -> tuple[int, str]:
-    """Whose record `key` of a reply is: a several-device reply names it "<index>:<name>"."""
-    if len(devices) == 1:
-        return devices[0], key
-    index, _, name = key.partition(GROUP_SEPARATOR)
-    return (int(index), name) if index.isdigit() else (-1, key)
 
 
 def _model_of(message: Message) -> tuple[str, ArrayRecord] | None:

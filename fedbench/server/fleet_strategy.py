@@ -27,7 +27,7 @@ not the device's. A device whose reply was lost keeps its last state.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -132,25 +132,7 @@ class FleetStrategy(Strategy):
         devices: dict[str, list[int]] = {}
         for s in sent:
             devices.setdefault(s.message.metadata.message_id, []).append(s.device.index)
-        out = []
-        for reply in replies:
-            mine = devices.get(reply.metadata.reply_to_message_id, [])
-            if reply.has_error() or not mine:
-                out.append(reply)
-                continue
-            rest, found = RecordDict(), dict[int, RecordDict]()
-            for key, record in reply.content.items():
-                index, name = _device_and_name(key, mine)
-                if name.startswith(CONTEXT_PREFIX) and index in mine:
-                    found.setdefault(index, RecordDict())[name[len(CONTEXT_PREFIX) :]] = record
-                else:
-                    rest[key] = record
-            if not found:
-                out.append(reply)
-                continue
-            self.states.update(found)
-            out.append(Message(metadata=reply.metadata, content=rest))  # type: ignore[call-overload]
-        return out
+        return split_states(replies, devices, self.states)
 
     def route_train(self, messages: list[Message]) -> list[Message]:
         """The round's train messages (one per device, addressed `device index + 1`) as
@@ -287,6 +269,41 @@ def check_minimums(inner: Strategy, clients_per_round: int) -> None:
                 f"the Flower strategy samples from the devices fedbench picks each round; "
                 f"set algorithm.{key} <= {clients_per_round}"
             )
+
+
+def split_states(
+    replies: list[Message], devices: Mapping[str, list[int]], states: dict[int, RecordDict]
+) -> list[Message]:
+    """The replies without the context states they carry; each device's goes into `states`.
+
+    Parameters
+    ----------
+    replies:
+        Replies as they came back from the nodes.
+    devices:
+        Message id a reply answers -> the indices of the devices that message was for.
+    states:
+        Device index -> its context.state, updated with what each device's call left.
+    """
+    out = []
+    for reply in replies:
+        mine = devices.get(reply.metadata.reply_to_message_id, [])
+        if reply.has_error() or not mine:
+            out.append(reply)
+            continue
+        rest, found = RecordDict(), dict[int, RecordDict]()
+        for key, record in reply.content.items():
+            index, name = _device_and_name(key, mine)
+            if name.startswith(CONTEXT_PREFIX) and index in mine:
+                found.setdefault(index, RecordDict())[name[len(CONTEXT_PREFIX) :]] = record
+            else:
+                rest[key] = record
+        if not found:
+            out.append(reply)
+            continue
+        states.update(found)
+        out.append(Message(metadata=reply.metadata, content=rest))  # type: ignore[call-overload]
+    return out
 
 
 def _device_and_name(key: str, devices: list[int]) -> tuple[int, str]:

@@ -13,8 +13,9 @@ from flwr.app import ConfigRecord, MetricRecord, RecordDict
 
 from fedbench.errors import FedbenchError
 from fedbench.experiment.app import AppConfig, load_app
-from fedbench.server.app_loop import _averaged, _device_and_name, _weigh
+from fedbench.server.app_loop import _averaged, _weigh
 from fedbench.server.capture import Asks, first_send
+from fedbench.server.fleet_strategy import _device_and_name
 from tests.helpers import task_identity
 
 CONFORMANCE = Path(__file__).parents[1] / "apps" / "conformance"
