@@ -132,3 +132,18 @@ def test_every_study_with_results_has_a_manifest_naming_its_runs_commits() -> No
         assert all(len(r.commit) == 40 and r.how_known for r in manifest.runs), study
         raw = json.loads((study / "results" / reproduce.MANIFEST).read_text())
         assert raw["study"] == study.name
+
+
+def test_every_committed_study_is_fresh_or_says_it_is_stale() -> None:
+    # The same staleness rule CI's `reproduce.py check` applies, here so that a change to
+    # the paths that decide a study's figures fails `python -m pytest` on the developer's
+    # machine, not only CI after the stop (stop 52 failed CI this way).
+    shallow = reproduce._git("rev-parse", "--is-shallow-repository").stdout.strip()
+    if shallow == "true":
+        pytest.skip("a shallow clone lacks the runs' commits")
+    problems = [
+        p
+        for study in reproduce.studies([])
+        for p in reproduce.staleness(study, reproduce.load_manifest(study))[0]
+    ]
+    assert problems == []
