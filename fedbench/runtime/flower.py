@@ -44,7 +44,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -56,6 +55,7 @@ import tomli_w
 
 from fedbench.errors import FedbenchError
 from fedbench.experiment.codec import EXPERIMENT_KEY
+from fedbench.runtime import entry
 from fedbench.runtime.flwr_cli import KEY_ENV
 
 CONNECTION = "fedbench"
@@ -76,12 +76,14 @@ REFUSED = re.compile(r"ApiError:2004|No SuperNode found with the given public ke
 NOT_ADMITTED = "Exit Code: 305"
 
 
-def tool(name: str) -> str:
-    """Path of a Flower executable from this Python's environment."""
-    found = shutil.which(name) or str(Path(sys.executable).with_name(name))
-    if not Path(found).exists():
-        raise FedbenchError(f"'{name}' not found; install Flower (pip install 'flwr>=1.41,<2')")
-    return found
+def tool(name: str) -> list[str]:
+    """The command line of a Flower executable, run by this interpreter (runtime/entry.py)."""
+    try:
+        return entry.argv(name)
+    except entry.NoSuchScript:
+        raise FedbenchError(
+            f"'{name}' not found; install Flower (pip install 'flwr>=1.41,<2')"
+        ) from None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -187,7 +189,7 @@ def supernode_argv(
     With `superexec_secret` its Runtime API serves only a SuperExec holding
     the secret (`--isolation process`: start `node_superexec_argv` beside it).
     """
-    argv = [tool("flower-supernode"), "--superlink", superlink, "--port", str(runtime_port)]
+    argv = [*tool("flower-supernode"), "--superlink", superlink, "--port", str(runtime_port)]
     if superexec_secret is not None:
         argv += ["--isolation", "process", "--superexec-auth-secret-file", str(superexec_secret)]
     argv += ["--root-certificates", str(root_certificates)] if root_certificates else ["--insecure"]

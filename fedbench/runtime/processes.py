@@ -57,6 +57,7 @@ from typing import IO
 import psutil
 
 from fedbench.folders import make_folder, open_to_write
+from fedbench.runtime import entry
 from fedbench.runtime.watchdog import GIVE_UP_S, TOKEN_ENV
 from fedbench.trust import key
 
@@ -333,6 +334,8 @@ def _running(p: psutil.Process, popen: subprocess.Popen[bytes] | None) -> bool:
 def _name(p: psutil.Process) -> str:
     try:
         cmd = p.cmdline()
+        if len(cmd) > 3 and cmd[1:3] == ["-m", entry.MODULE]:
+            return cmd[3]  # one of Flower's scripts, run by fedbench's interpreter
         return os.path.basename(cmd[1] if len(cmd) > 1 and "python" in cmd[0] else cmd[0])
     except (psutil.Error, IndexError):
         return "?"

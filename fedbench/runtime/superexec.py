@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Sequence
 from logging import ERROR, INFO
@@ -42,6 +40,8 @@ from flwr.supercore.constant import (
     TaskType,
 )
 from flwr.supercore.superexec.executor import ExecutionSpec, LaunchResult
+
+from fedbench.runtime import entry
 
 # The task types a fedbench deployment runs; a SuperExec asks only for these.
 TASK_TYPES = frozenset({TaskType.SERVER_APP, TaskType.CLIENT_APP})
@@ -58,15 +58,15 @@ def token_file(token: str) -> int:
     return fd
 
 
-def command(name: str) -> str:
-    """The Flower command beside this Python (what PATH finds, else its own bin folder)."""
-    return shutil.which(name) or str(Path(sys.executable).with_name(name))
+def command(name: str) -> list[str]:
+    """The command line of Flower's `name`, run by this interpreter (runtime/entry.py)."""
+    return entry.argv(name)
 
 
 def task_argv(spec: ExecutionSpec, fd: int) -> list[str]:
     """What Flower's subprocess executor runs, with `--token-file` in place of `--token`."""
     argv = [
-        command(TASK_TYPE_TO_COMMAND[spec.task_type]),
+        *command(TASK_TYPE_TO_COMMAND[spec.task_type]),
         TASK_TYPE_TO_APPIO_API_ADDRESS_ARG[spec.task_type],
         spec.runtime_api_address,
         "--token-file",

@@ -174,7 +174,7 @@ def _control_from_outside(public: str, ca: Path, key: Path, app: Path, home: Pat
     ]
     docs = cli.answers(commands)
     run = subprocess.run(
-        [tool("flwr"), "run", str(app), CONNECTION, "--format", "json"],
+        [*tool("flwr"), "run", str(app), CONNECTION, "--format", "json"],
         capture_output=True,
         text=True,
         env=cli.env,

@@ -32,6 +32,7 @@ from flwr.common.args import add_args_flwr_app_common, try_obtain_flwr_app_token
 from flwr.supercore.constant import TaskType
 from flwr.supercore.superexec.executor import ExecutionSpec
 
+from fedbench.runtime import entry
 from fedbench.runtime.flower import node_superexec_argv, superexec_argv
 from fedbench.runtime.superexec import task_argv, token_file
 from fedbench.runtime.superlink import OTHER_ACCOUNT, ControlGate, peer_uid
@@ -64,12 +65,13 @@ def test_flowers_app_parser_reads_the_token_from_the_descriptor(task_type: TaskT
     try:
         argv = task_argv(_spec(task_type), fd)
         assert TOKEN not in " ".join(argv) and "--token" not in argv
-        assert Path(argv[0]).name == task_type.value
+        launcher = entry.argv(task_type.value)  # this interpreter runs the script
+        assert argv[: len(launcher)] == launcher
         # What flwr-serverapp / flwr-clientapp parse, and how they read the token.
         parser = argparse.ArgumentParser()
         parser.add_argument("--runtime-api-address")
         add_args_flwr_app_common(parser)
-        args = parser.parse_args(argv[1:])
+        args = parser.parse_args(argv[len(launcher) :])
         assert try_obtain_flwr_app_token(args) == TOKEN
         assert args.parent_pid == 4242 and args.root_certificates == "/ca.pem"
     finally:
@@ -244,8 +246,8 @@ def test_no_token_on_any_command_line_during_a_deployment(tmp_path: Path) -> Non
         thread.join(timeout=10)
         if server.poll() is None:
             server.kill()
-    # A console script's command line is `python .../bin/flwr-serverapp ...`.
-    commands = {Path(a).name for argv in scan.seen.values() for a in argv[:2]}
+    # Flower's scripts run as `python -m fedbench.runtime.entry flwr-serverapp ...`.
+    commands = {Path(a).name for argv in scan.seen.values() for a in argv[:4]}
     assert {"flwr-serverapp", "flwr-clientapp"} <= commands, sorted(commands)
     assert scan.leaks == [], "\n".join(scan.leaks)
     assert scan.nobody_read == [] and (scan.nobody_tried > 0 or os.geteuid() != 0)

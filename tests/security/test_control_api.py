@@ -81,7 +81,7 @@ def _attack(run_dir: Path, outside: Path, app: Path) -> dict[str, object]:
     cli = FlowerCli(outside, address, ca)  # the run's connection, without the key
     docs = cli.answers([["ls", CONNECTION], ["supernode", "list", CONNECTION]])
     run = subprocess.run(
-        [tool("flwr"), "run", str(app), CONNECTION, "--format", "json"],
+        [*tool("flwr"), "run", str(app), CONNECTION, "--format", "json"],
         capture_output=True,
         text=True,
         env=cli.env,
