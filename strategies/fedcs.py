@@ -73,7 +73,7 @@ class FedCS(SelectionStrategy):
         deadline_s: float,
         seed: int = 0,
         max_clients: int | None = None,
-        request_fraction: float = 1.0,
+        request_fraction: float = 0.5,
         shared_uplink: bool = False,
     ) -> None:
         # No overcommit: the deadline, not a count, sizes FedCS's rounds.
