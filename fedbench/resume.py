@@ -51,7 +51,13 @@ from fedbench.experiment.build import build_model
 from fedbench.experiment.schema import Experiment
 from fedbench.report.integrity import RowsIntegrity
 from fedbench.report.progress import console
-from fedbench.report.provenance import EARLIER_CODE_ENV, git_commit, is_commit
+from fedbench.report.provenance import (
+    DIGEST_PREFIX,
+    EARLIER_CODE_ENV,
+    code_digest,
+    git_commit,
+    is_commit,
+)
 from fedbench.report.server_rounds import SERVER_ROUNDS_CSV
 from fedbench.report.writer import ROUNDS_CSV, SUMMARY_JSON
 from fedbench.scenarios.base import build_scenario
@@ -193,9 +199,11 @@ def check_code(folder: Path, any_commit: bool) -> None:
     """Refuse to continue a folder made by other code, unless `any_commit`.
 
     The code is the commit summary.json's provenance recorded, against this
-    checkout's; where either side is not a git checkout, the fedbench version. A
-    folder whose summary.json is missing or names neither (an older fedbench's, or a
-    damaged file: the checks after this one say so) is not compared. The code of the
+    checkout's; where either side is not a git checkout (an installed wheel), the
+    digest of fedbench's files (`provenance.code_digest`); for a folder of a fedbench
+    older than the digest, its version. A folder whose summary.json is missing or
+    names none of them (a damaged file: the checks after this one say so) is not
+    compared. The code of the
     folder's earlier rounds, where it is not this code, goes to the server in
     `FEDBENCH_EARLIER_CODE` (summary.json's `provenance.earlier_code`).
     """
@@ -207,9 +215,12 @@ def check_code(folder: Path, any_commit: bool) -> None:
     theirs, mine, key = "", "", ""
     if is_commit(recorded.get("git_commit")) and is_commit(commit):
         theirs, mine, key = str(recorded["git_commit"]), commit, "git_commit"
-    elif _is_version(recorded.get("fedbench_version")):  # either side outside git
+    elif _is_digest(recorded.get("code_digest")):  # either side outside git: the files
+        theirs, mine = str(recorded["code_digest"]), code_digest()
+        key = "code_digest; one side is not a git checkout"
+    elif _is_version(recorded.get("fedbench_version")):  # an older fedbench's folder
         theirs, mine = f"fedbench {recorded['fedbench_version']}", f"fedbench {__version__}"
-        key = "fedbench_version; one side is not a git checkout"
+        key = "fedbench_version; one side is not a git checkout, the folder has no code_digest"
     earlier = [c for c in _earlier(recorded) if c != mine] if theirs else []
     if theirs != mine:
         if not any_commit:
@@ -217,6 +228,8 @@ def check_code(folder: Path, any_commit: bool) -> None:
                 f"resume from a checkout of it (git checkout {theirs}, or git worktree add "
                 f"DIR {theirs})"
                 if is_commit(theirs)
+                else f"resume with the fedbench whose files give {_named(theirs)}"
+                if _is_digest(theirs)
                 else f"resume with {theirs}"
             )
             raise FedbenchError(
@@ -250,19 +263,29 @@ def _is_version(value: object) -> bool:
     return isinstance(value, str) and re.fullmatch(r"[0-9A-Za-z.+!_-]{1,64}", value) is not None
 
 
+def _is_digest(value: object) -> bool:
+    return (
+        isinstance(value, str) and re.fullmatch(f"{DIGEST_PREFIX}[0-9a-f]{{64}}", value) is not None
+    )
+
+
 def _named(code: str) -> str:
-    return f"commit {code}" if is_commit(code) else code
+    if is_commit(code):
+        return f"commit {code}"
+    return f"code {code[: len(DIGEST_PREFIX) + 12]}" if _is_digest(code) else code
 
 
 def _earlier(recorded: dict[str, Any]) -> list[str]:
-    """The folder's own `provenance.earlier_code`: commits and versions only, a few."""
+    """The folder's own `provenance.earlier_code`: commits, digests and versions only, a few."""
     listed = recorded.get("earlier_code")
     if not isinstance(listed, list):
         return []
     return [
         c
         for c in listed[:_MAX_EARLIER]
-        if is_commit(c) or (isinstance(c, str) and c.startswith("fedbench ") and _is_version(c[9:]))
+        if is_commit(c)
+        or _is_digest(c)
+        or (isinstance(c, str) and c.startswith("fedbench ") and _is_version(c[9:]))
     ]
 
 

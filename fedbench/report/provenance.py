@@ -7,6 +7,9 @@ which torch/Flower/Ray made it, on what CPU, from which command.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib.util
 import json
 import os
 import platform
@@ -63,6 +66,38 @@ def git_commit(where: Path | None = None) -> tuple[str, bool | None]:
     except (OSError, subprocess.SubprocessError):
         return NOT_GIT, None
     return commit, dirty
+
+
+# What `code_digest` hashes: the files that decide what a run does (code, configs,
+# profiles, bundled data), not caches.
+CODE_SUFFIXES = (".py", ".yaml", ".yml", ".json", ".gz", ".md")
+DIGEST_PREFIX = "sha256:"
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """sha256 of the running fedbench's files and the `strategies` package beside it.
+
+    Every path (relative, sorted) and its bytes, so a renamed, added, edited or
+    removed file changes it. It tells code apart where a commit cannot: an installed
+    wheel (no git), and a checkout with uncommitted edits. About 5 MB, hashed once a
+    process.
+    """
+    spec = importlib.util.find_spec("strategies")  # found, not imported
+    tops = [package_dir()]
+    if spec is not None and spec.origin is not None:
+        tops.append(Path(spec.origin).resolve().parent)
+    h = hashlib.sha256()
+    for top in tops:
+        files = sorted(
+            p
+            for p in top.rglob("*")
+            if p.is_file() and p.suffix in CODE_SUFFIXES and "__pycache__" not in p.parts
+        )
+        for path in files:
+            h.update(f"{top.name}/{path.relative_to(top).as_posix()}\0".encode())
+            h.update(hashlib.sha256(path.read_bytes()).digest())
+    return DIGEST_PREFIX + h.hexdigest()
 
 
 def is_commit(value: object) -> bool:
@@ -127,6 +162,7 @@ def provenance(argv: Sequence[str] | None = None, accelerator: str = "auto") -> 
         "profiles_dir": str(profiles_dir()),
         "git_commit": commit,
         "git_dirty": dirty,
+        "code_digest": code_digest(),
         # A folder resumed with resume_any_commit=true: what wrote its earlier rounds.
         **({"earlier_code": earlier} if earlier else {}),
         "python": platform.python_version(),

@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -251,29 +252,72 @@ def test_resume_any_commit_needs_resume() -> None:
         _resume_flag({"resume_any_commit": "yes"}, "resume_any_commit", Path("run"))
 
 
-@pytest.mark.parametrize("side", ["this code", "the folder"])
-def test_outside_git_the_fedbench_version_is_compared(
-    folder: Path, monkeypatch: pytest.MonkeyPatch, side: str
-) -> None:
+def _outside_git(folder: Path, monkeypatch: pytest.MonkeyPatch, side: str) -> None:
     if side == "this code":
         monkeypatch.setattr("fedbench.resume.git_commit", lambda: (provenance.NOT_GIT, None))
     else:
         _record(folder, git_commit=provenance.NOT_GIT)
+
+
+@pytest.mark.parametrize("side", ["this code", "the folder"])
+def test_outside_git_the_code_digest_is_compared(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, side: str
+) -> None:
+    # An installed wheel has no commit; its version (0.1.0 for every build) told no two
+    # fedbench apart, the digest of its files does.
+    _outside_git(folder, monkeypatch, side)
+    resumed_experiment(folder, None)  # the same files: continued
+    other = "sha256:" + "ab" * 32
+    _record(folder, code_digest=other, fedbench_version=__version__)
+    mine = provenance.code_digest()
+    assert _refused(folder) == (
+        f"resume={folder}: the run was made by code sha256:abababababab (summary.json "
+        "provenance.code_digest; one side is not a git checkout), and this code is code "
+        f"{mine[:19]}: its remaining rounds would run other code than its first; resume "
+        "with the fedbench whose files give code sha256:abababababab, or give "
+        "resume_any_commit=true to continue it with this code (summary.json then records "
+        "both)"
+    )
+    resumed_experiment(folder, None, any_commit=True)
+    assert provenance.provenance([])["earlier_code"] == [other]
+
+
+def test_a_file_edited_changes_the_digest(tmp_path: Path, monkeypatch) -> None:
+    copy = tmp_path / "fedbench"
+    shutil.copytree(provenance.package_dir(), copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(provenance, "package_dir", lambda: copy)
+    provenance.code_digest.cache_clear()
+    try:
+        before = provenance.code_digest()
+        with (copy / "conf" / "experiment" / "smoke.yaml").open("a") as f:
+            f.write("# edited\n")
+        provenance.code_digest.cache_clear()
+        assert provenance.code_digest() != before
+    finally:
+        provenance.code_digest.cache_clear()
+
+
+@pytest.mark.parametrize("side", ["this code", "the folder"])
+def test_a_folder_older_than_the_digest_compares_the_fedbench_version(
+    folder: Path, monkeypatch: pytest.MonkeyPatch, side: str
+) -> None:
+    _outside_git(folder, monkeypatch, side)
+    _record(folder, code_digest=None)  # written before provenance had code_digest
     resumed_experiment(folder, None)  # the same version: continued
     _record(folder, fedbench_version="0.0.1")
     assert _refused(folder) == (
         f"resume={folder}: the run was made by fedbench 0.0.1 (summary.json provenance."
-        "fedbench_version; one side is not a git checkout), and this code is fedbench "
-        f"{__version__}: its remaining rounds would run other code than its first; resume "
-        "with fedbench 0.0.1, or give resume_any_commit=true to continue it with this code "
-        "(summary.json then records both)"
+        "fedbench_version; one side is not a git checkout, the folder has no code_digest), "
+        f"and this code is fedbench {__version__}: its remaining rounds would run other "
+        "code than its first; resume with fedbench 0.0.1, or give resume_any_commit=true "
+        "to continue it with this code (summary.json then records both)"
     )
     resumed_experiment(folder, None, any_commit=True)
     assert provenance.provenance([])["earlier_code"] == ["fedbench 0.0.1"]
 
 
 def test_a_folder_that_names_no_code_is_not_compared(folder: Path) -> None:
-    _record(folder, git_commit="edited", fedbench_version=None)
+    _record(folder, git_commit="edited", fedbench_version=None, code_digest="edited")
     resumed_experiment(folder, None)
     (folder / "summary.json").unlink()  # a run killed before its first summary
     from fedbench.resume import check_code
