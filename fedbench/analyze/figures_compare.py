@@ -178,15 +178,24 @@ def to_target(rows: list[StrategyRow]) -> Figure | str:
         sds = [getattr(r, key)[1] for r in rows]
         finite = [m for m in means if math.isfinite(m)]
         scale, unit = (time_unit if key.startswith("time") else energy_unit)(max(finite, default=0))
-        ax.barh(
-            ys,
-            [m / scale if math.isfinite(m) else 0 for m in means],
-            xerr=[s / scale if math.isfinite(s) else 0 for s in sds],
-            color=[styles[r.strategy]["color"] for r in rows],
-            capsize=3,
-        )
+        heights = [m / scale if math.isfinite(m) else 0 for m in means]
+        ax.barh(ys, heights, color=[styles[r.strategy]["color"] for r in rows])
+        # A spread only where two or more seeds reached the target: one seed's sd is
+        # undefined, and a cap of width zero read as "no spread".
+        spread = [i for i, (r, s) in enumerate(zip(rows, sds, strict=True)) if _has_sd(r, s)]
+        if spread:
+            ax.errorbar(
+                [heights[i] for i in spread],
+                ys[spread],
+                xerr=[sds[i] / scale for i in spread],
+                fmt="none",
+                ecolor="black",
+                capsize=3,
+            )
         for y, row, m in zip(ys, rows, means, strict=True):
             text = f"{row.reached}/{row.runs}" if math.isfinite(m) else "not reached"
+            if math.isfinite(m) and row.reached == 1:
+                text += " (one seed: no sd)"
             ax.text(
                 0,
                 y,
@@ -207,6 +216,10 @@ def to_target(rows: list[StrategyRow]) -> Figure | str:
         fontsize=10,
     )
     return fig
+
+
+def _has_sd(row: StrategyRow, sd: float) -> bool:
+    return row.reached >= 2 and math.isfinite(sd)
 
 
 def selection_heatmaps(runs: list[Run], named: dict[Path, str]) -> Figure | str:

@@ -55,3 +55,26 @@ def test_wrapped_arm_labels_do_not_overlap() -> None:
     ordered = sorted(boxes, key=lambda b: b.y0)
     for low, high in zip(ordered[:-1], ordered[1:], strict=True):
         assert low.y1 <= high.y0, (low, high)
+
+
+def test_a_spread_is_drawn_only_where_two_seeds_reached_the_target() -> None:
+    import dataclasses
+
+    one = dataclasses.replace(_row("random [fedbuff]", 17.0), runs=3, reached=1)
+    two = dataclasses.replace(
+        _row("random [synchronous]", 20.0),
+        runs=3,
+        reached=3,
+        time_to_target_s=(20.0, 1.5),
+        energy_to_target_j=(150.0, 6.0),
+    )
+    fig = to_target([one, two])
+    assert not isinstance(fig, str)
+    for ax in fig.axes:
+        # One error bar per panel (the row with three seeds), none of zero width.
+        (bars,) = ax.containers[1:]
+        (segments,) = bars.lines[2]
+        widths = [abs(s[1][0] - s[0][0]) for s in segments.get_segments()]
+        assert len(widths) == 1 and widths[0] > 0
+        texts = [t.get_text() for t in ax.texts]
+        assert " 1/3 (one seed: no sd)" in texts and " 3/3" in texts
