@@ -4,8 +4,10 @@ The only module that calls Flower's (deprecated) `run_simulation`. It starts
 a private Ray instance - or joins `ray_address` - with its session files in
 a folder it owns, runs the ServerApp, and shuts Ray down again so no process
 outlives the run. The private instance is this host's alone: every socket
-of it listens on 127.0.0.1 (`loopback`), and its folder is 0700
-(`check_private`; docs/security.md).
+of it listens on 127.0.0.1 (`loopback`), its folder is 0700
+(`check_private`), and every one of its servers requires a token only this
+run holds (Ray's token authentication, `fedbench.runtime.ray_auth`;
+docs/security.md).
 
 Devices are not nodes: the simulation has one virtual SuperNode per device
 a round trains at once (the selector's clients_per_round x (1 + overcommit)),
@@ -43,7 +45,7 @@ from fedbench.errors import FedbenchError
 from fedbench.experiment.schema import Experiment
 from fedbench.folders import check_folder
 from fedbench.report.interrupted import mark_interrupted
-from fedbench.runtime import ray_leftovers
+from fedbench.runtime import ray_auth, ray_leftovers
 from fedbench.runtime.base import Apps, Runtime, check_reachable
 from fedbench.runtime.limits import ARENA_ENV
 from fedbench.runtime.logs import route_flower_logs
@@ -212,8 +214,12 @@ class SimulationRuntime(Runtime):
         # ray.init, whose own SIGTERM handler exits the process half-way.
         # A private session's processes carry a token (ray_leftovers): whatever of them
         # outlives ray.shutdown - or the driver's SIGKILL - is ended, none left behind.
+        # And every one of them requires Ray's authentication token (ray_auth), read
+        # from a file in our private folder: no other account can call them.
         with contextlib.ExitStack() as signals:
             leftovers = None if private is None else signals.enter_context(ray_leftovers.session())
+            if private is not None:
+                signals.enter_context(ray_auth.private_token(private))
             try:
                 if private is None:
                     ray.init(**init)
