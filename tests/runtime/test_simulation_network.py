@@ -16,42 +16,15 @@ import stat
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import psutil
 import pytest
+
+from tests.runtime.ray_session import listening, name_of, ray_folder, wait_for_actors
 
 pytestmark = pytest.mark.slow
 
 LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
-
-
-def _listening(procs: list[psutil.Process]) -> list[tuple[str, str, int]]:
-    """(process name, address, port) of every listening TCP socket of `procs`."""
-    out = []
-    for p in procs:
-        try:
-            name = p.name()
-            conns = p.net_connections(kind="inet")
-        except psutil.Error:
-            continue  # ended meanwhile
-        out += [(name, c.laddr.ip, c.laddr.port) for c in conns if c.status == psutil.CONN_LISTEN]
-    return out
-
-
-def _ray_folder(procs: list[psutil.Process]) -> Path:
-    """Ray's temp dir, from the raylet's command line (`--temp-dir=...`, in its worker command)."""
-    for p in procs:
-        try:
-            if p.name() != "raylet":
-                continue
-            for arg in " ".join(p.cmdline()).split():
-                if arg.startswith("--temp-dir="):
-                    return Path(arg.split("=", 1)[1])
-        except psutil.Error:
-            continue
-    raise AssertionError("no raylet with a --temp-dir among the run's processes")
 
 
 def test_rays_sockets_are_on_loopback_and_its_folder_is_private(tmp_path: Path) -> None:
@@ -65,16 +38,10 @@ def test_rays_sockets_are_on_loopback_and_its_folder_is_private(tmp_path: Path) 
         env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
     )
     try:
-        deadline = time.monotonic() + 300
-        tree: list[psutil.Process] = []
-        # Once a ClientAppActor trains, every kind of Ray process is up.
-        while not any("ClientAppActor" in _name(p) for p in tree):
-            assert proc.poll() is None and time.monotonic() < deadline, out.read_text()[-3000:]
-            time.sleep(0.5)
-            tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
-        sockets = _listening(tree)
-        names = {_name(p) for p in tree}
-        folder = _ray_folder(tree)
+        tree = wait_for_actors(proc, out)
+        sockets = listening(tree)
+        names = {name_of(p) for p in tree}
+        folder = ray_folder(tree)
         private = folder.parent  # fedbench's fbray-* folder, Ray's own inside it
         modes = {
             path: stat.S_IMODE(path.lstat().st_mode)
@@ -96,10 +63,3 @@ def test_rays_sockets_are_on_loopback_and_its_folder_is_private(tmp_path: Path) 
     assert len(modes) == 3, modes
     assert rc == 130, out.read_text()[-3000:]
     assert not private.exists()  # removed with the run
-
-
-def _name(p: psutil.Process) -> str:
-    try:
-        return p.name()
-    except psutil.Error:
-        return ""
