@@ -7,7 +7,8 @@ socket of the run's process tree is called without a token - each gRPC port
 with a read-only method of every Ray service, the runtime-env agent's HTTP
 port with a request - and refuses it; with the token from the run's private
 folder the same call is answered (so the refusal is the token's). The run then
-completes, and the token is on no command line and in no file of the run.
+completes, and the token is on no command line, in none of Ray's logs and in no
+file of the run.
 """
 
 from __future__ import annotations
@@ -69,6 +70,13 @@ def _http(port: int, token: str | None) -> int:
         return e.code
 
 
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return b""  # removed meanwhile
+
+
 def _probe(name: str, port: int, token: str | None) -> object:
     """A port's answer: an HTTP status for the HTTP agents, gRPC statuses for the others."""
     return _http(port, token) if name.endswith(HTTP_AGENTS) else _answers(port, token)
@@ -88,13 +96,16 @@ def test_rays_ports_refuse_a_caller_without_the_runs_token(tmp_path: Path) -> No
         tree = wait_for_actors(proc, out)
         sockets = listening(tree)
         refused = {(name, port): _probe(name, port, None) for name, _, port in sockets}
-        token_file = ray_folder(tree).parent / TOKEN_FILE
+        folder = ray_folder(tree)
+        token_file = folder.parent / TOKEN_FILE
         token = token_file.read_text() if token_file.exists() else None
         mode = token_file.stat().st_mode & 0o777 if token else None
         answered = {(name, port): _probe(name, port, token) for name, _, port in sockets}
         # Every command line on the host, as any account reads them (`ps`), and the run's.
         ps = subprocess.run(["ps", "-eww", "-o", "args"], capture_output=True, text=True).stdout
         command_lines = [ps, *map(command_line, tree)]
+        ray_logs = [p for p in folder.rglob("*") if p.is_file()]  # Ray's session logs
+        logged = [p for p in ray_logs if token and token.encode() in _read(p)]
         rc = proc.wait(timeout=300)
     finally:
         if proc.poll() is None:
@@ -113,6 +124,7 @@ def test_rays_ports_refuse_a_caller_without_the_runs_token(tmp_path: Path) -> No
     assert rc == 0, out.read_text()[-3000:]
     assert token and len(token) == 64
     assert not any(token in line for line in command_lines)
+    assert len(ray_logs) > 5 and not logged, logged
     files = [out, *(p for p in run_dir.rglob("*") if p.is_file())]
     assert not [p for p in files if token.encode() in p.read_bytes()]
     assert not token_file.exists()  # the private folder went with the run
