@@ -48,6 +48,7 @@ from fedbench.runtime.launch import die_with_parent
 from fedbench.runtime.logs import copy_flower_logs
 from fedbench.scenarios.base import build_scenario
 from fedbench.server import checkpoint
+from fedbench.server.app_loop import AppLoop, UserServerApp
 from fedbench.server.apps import ServerSide, server_side
 from fedbench.server.close.base import build_close
 from fedbench.server.defense import Defense
@@ -122,7 +123,7 @@ def _run_server(grid: Grid, experiment: Experiment, run_dir: Path) -> dict[str, 
             folder.writer.meta["warnings"] = run.warnings
             for hook in hooks:
                 hook.on_run_begin(run)
-            loop = _loop(experiment, parts, rounds, folder.writer, run)
+            loop = _loop(experiment, parts, folder.writer, run)
             task.advance(state.round)
             try:
                 loop.run(scenario.schedule(), state)
@@ -277,18 +278,19 @@ class Folder:
         return summary
 
 
-def _loop(
-    experiment: Experiment, parts: LoopParts, rounds: int, writer: RunWriter, run: Run
-) -> RoundLoop:
-    """fedbench's own loop of the run mode, or the app's ServerApp on a FleetGrid."""
+def _loop(experiment: Experiment, parts: LoopParts, writer: RunWriter, run: Run) -> RoundLoop:
+    """The run mode's loop of fedbench's own app, or the user's ServerApp on a FleetGrid.
+
+    Both synchronous cases are one loop (AppLoop): fedbench's own app is one app
+    among others (fedbench.server.own_app).
+    """
     if experiment.app is None:
         return build_mode(experiment).loop(parts)
-    from fedbench.server.app_loop import AppLoop
 
     def day_zero(metrics: dict[str, float]) -> None:
         _score_day_zero(metrics, writer, run, "the app's own")
 
-    return AppLoop(parts, experiment.app, rounds, day_zero, run.run_dir)
+    return AppLoop(parts, UserServerApp(experiment.app, run.run_dir), day_zero)
 
 
 def _start(side: ServerSide, evaluator: Evaluator, writer: RunWriter, run: Run) -> LoopState:

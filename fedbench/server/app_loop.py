@@ -1,12 +1,14 @@
-"""A user's Flower app drives the rounds: its own ServerApp's loop, on a FleetGrid.
+"""The one synchronous round loop: a ServerApp drives the rounds, on a FleetGrid.
 
-With `app=`, the app's ServerApp runs as `flwr run` runs it: its `main` (or
-its legacy `server_fn`, through Flower's compatibility layer) with its own
-strategy, workflows (SecAgg+, DP), `start()` overrides and evaluation, on a
-`FleetGrid` (fedbench.server.fleet_grid). `AppLoop` is what that grid asks.
-It shares RoundLoop's building blocks (push, pull, the replies read into
-reports, arrivals on the virtual clock, the round-close policy, the hooks),
-so a round is accounted exactly as in fedbench's own runs.
+Every synchronous run is an app's ServerApp running its own loop on a
+`FleetGrid` (fedbench.server.fleet_grid); `AppLoop` is what that grid asks.
+The app is fedbench's own (fedbench.server.own_app: its FleetStrategy's
+`start()`) or a user's (`app=`, `UserServerApp`): its `main` (or its legacy
+`server_fn`, through Flower's compatibility layer) with its own strategy,
+workflows (SecAgg+, DP), `start()` overrides and evaluation, as `flwr run`
+runs it. The loop uses RoundLoop's building blocks (push, pull, the replies
+read into reports, arrivals on the virtual clock, the round-close policy,
+the hooks), so a round is accounted the same whichever app drives it.
 
 Where a round begins and ends is read from what the app does, as Flower's
 strategies and workflows do it:
@@ -26,11 +28,13 @@ strategies and workflows do it:
    devices (every number each reply returns is a row of client_metrics.csv);
    the next node-id ask opens the next round.
 
-What the app's strategy computes on the server (its aggregated train and
+What a user app's strategy computes on the server (its aggregated train and
 evaluation metrics, its `evaluate_fn`) is read as `Strategy.start` logs it
 (fedbench.server.app_metrics); an app that evaluates otherwise is scored by
-its clients' evaluation replies (examples-weighted). The round count is the
-schedule's: the app's `num-server-rounds` is set to it (one console line
+its clients' evaluation replies (examples-weighted). fedbench's own app hands
+its server evaluation over as it makes it, and its FleetStrategy keeps the
+round's aggregate (the model a checkpoint saves). The round count is the
+schedule's: a user app's `num-server-rounds` is set to it (one console line
 when that changes the app's own value), and an app that goes on regardless
 is stopped as it begins the next round.
 """
@@ -65,7 +69,6 @@ from fedbench.protocol import (
     STATE,
     TASK,
     UNREAD,
-    context_records,
     reply_metrics,
 )
 from fedbench.scenarios.base import RoundSpec
@@ -73,7 +76,7 @@ from fedbench.server.app_metrics import flower_metrics
 from fedbench.server.capture import Asks, TooFewNodes, load_server_app, working_directory
 from fedbench.server.clock import EventClock
 from fedbench.server.close.base import Closing
-from fedbench.server.fleet_grid import CUT, FleetGrid, GridStop, RunOver
+from fedbench.server.fleet_grid import CUT, FleetApp, FleetGrid, GridStop, Logged, RunOver, reraise
 from fedbench.server.fleet_strategy import RoundStart, split_states
 from fedbench.server.loop import LoopParts, RoundLoop, _late
 from fedbench.server.replies import Reply, read_replies
@@ -113,20 +116,18 @@ class AppLoop(RoundLoop):
     def __init__(
         self,
         parts: LoopParts,
-        app: AppConfig,
-        rounds: int,
-        day_zero: Callable[[dict[str, float]], None],
-        folder: Path,
+        app: FleetApp,
+        day_zero: Callable[[dict[str, float]], None] | None = None,
     ) -> None:
+        """`day_zero`: what is done with the app's evaluation of its initial model (None:
+        nothing; fedbench's own is scored by the server assembly before the hooks begin)."""
         super().__init__(parts)
         self.app = app
-        self.folder = folder  # the app's working directory: what it writes lands in the run
-        self.rounds = rounds
+        self.rounds = 0  # the schedule's rounds this run
         self.day_zero = day_zero
         self.state = LoopState(0, 0.0, 0, ArrayRecord())
         self.open: AppRound | None = None
         self.initial: Mapping[str, float] | None = None
-        self.states: dict[int, RecordDict] = {}  # device index -> the app's context.state
         self.started_rounds = False
         self.thread = threading.get_ident()
         self._pending: list[RoundSpec] = []  # the schedule's rounds still to run
@@ -137,32 +138,16 @@ class AppLoop(RoundLoop):
     def run(self, schedule: Iterable[RoundSpec], state: LoopState) -> LoopState:
         """The app's ServerApp, from its start to its end (or the schedule's)."""
         self._pending = [s for s in schedule if s.round > state.round]
+        self.rounds = len(self._pending)
         self.state = state
         self.thread = threading.get_ident()
-        grid = FleetGrid(self, self.grid)
-        with flower_metrics(self._logged), working_directory(self.folder):
-            run_server_app(self.app, grid, self._context())
+        # start() counts its rounds from 1: a wrapped strategy is told the schedule's.
+        self.fleet.first_round = state.round
+        self.app.run(FleetGrid(self, self.grid), state.arrays, self.rounds, self._logged)
         self._finish_open()
         if not self.started_rounds:
             self._start_rounds()
         return self.state
-
-    def _context(self) -> Context:
-        """The ServerApp's context: the app's run config, its round count the schedule's."""
-        run_config = dict(self.app.run_config)
-        declared = run_config.get(ROUNDS_KEY)
-        if declared is not None and declared != self.rounds:
-            self._say(
-                f"app {self.app.name}: {ROUNDS_KEY}={declared} in its config; fedbench's "
-                f"schedule has {self.rounds} round(s) (scenario=), and the app runs those"
-            )
-        if declared is not None:
-            run_config[ROUNDS_KEY] = self.rounds
-        run = getattr(self.grid, "run", None)
-        run_id = int(getattr(run, "run_id", 0) or 0)
-        return Context(
-            run_id=run_id, node_id=0, node_config={}, state=RecordDict(), run_config=run_config
-        )
 
     # -- what the FleetGrid asks ----------------------------------------------------
 
@@ -187,13 +172,15 @@ class AppLoop(RoundLoop):
         self, pairs: list[tuple[str, Message]], timeout: float | None, answer_all: bool = False
     ) -> list[Message]:
         if not pairs:  # a strategy's empty evaluation: the round asks no more of its devices
+            if self.open is not None and self.open.phase == OPEN and self.app.own:
+                return self._train([], answer_all)  # fedbench's own: nobody trained
             if self.open is not None and self.open.phase == TRAINED:
                 self.open.phase = EVALUATED
             return []
         kind = pairs[0][1].metadata.message_type.split(".")[0]
         if self.open is not None:
             self.open.asks.reset()
-        if kind == MessageType.TRAIN and _model_of(pairs[0][1]) is not None:
+        if kind == MessageType.TRAIN and (self.app.own or _model_of(pairs[0][1]) is not None):
             if self.open is None or self.open.phase != OPEN:
                 # It sampled before this round was open (no evaluation exchange between
                 # two trainings): its messages go to the devices picked now.
@@ -228,7 +215,7 @@ class AppLoop(RoundLoop):
         self.open = AppRound(spec, clock, clock.now_s, started)
 
     def _over(self) -> None:
-        self._say(
+        _say(
             f"app {self.app.name}: the schedule's {self.rounds} round(s) are done; its "
             "ServerApp was stopped as it began another"
         )
@@ -237,21 +224,19 @@ class AppLoop(RoundLoop):
     def _start_rounds(self) -> None:
         """Day 0: the app's evaluation of its initial model, if it made one."""
         self.started_rounds = True
-        self.day_zero(_numbers(self.initial))
+        if self.day_zero is not None:
+            self.day_zero(_numbers(self.initial))
 
     def _train(self, pairs: list[tuple[str, Message]], answer_all: bool) -> list[Message]:
         assert self.open is not None
         r = self.open
         self._check_addressed(pairs)
-        key, model = _model_of(pairs[0][1]) or ("", ArrayRecord())
+        key, model = self._model(pairs)
         routed = self.fleet.route_train(self._with_states(pairs))
         waiting = time.perf_counter()
         replies, received_at = self.pull(self.push(routed), wait_for_all=True)
         r.waited += time.perf_counter() - waiting
-        devices: dict[str, list[int]] = {}
-        for sent in self.in_flight:
-            devices.setdefault(sent.message.metadata.message_id, []).append(sent.device.index)
-        replies = split_states(replies, devices, self.states)
+        replies = self.fleet.keep_states(replies, self.in_flight)
         read = read_replies(
             r.spec.round,
             r.spec.day,
@@ -261,12 +246,30 @@ class AppLoop(RoundLoop):
             key,
             received_at,
             self.defense,
-            as_is=True,
+            as_is=not self.app.own,
         )
         read = self.arrivals(r.clock, read)
         closing = self.close.close([x.report for x in read], self.fleet.selector.clients_per_round)
         r.replies, r.closing, r.model = [_late(x, closing) for x in read], closing, model
         r.phase = TRAINED
+        if self.app.own:  # its FleetStrategy aggregates the clean updates, as RoundLoop did
+            return [x.as_message() for x in r.replies if x.update is not None]
+        return self._for_app(pairs, answer_all)
+
+    def _model(self, pairs: list[tuple[str, Message]]) -> tuple[str, ArrayRecord]:
+        """The global model the round trains, and its name in the train messages.
+
+        fedbench's own: the loop's (a submodel algorithm sends each device its slice);
+        a user app's: what its first train message carries.
+        """
+        if self.app.own or not pairs:
+            return self.arrays_key, self.state.arrays
+        return _model_of(pairs[0][1]) or ("", ArrayRecord())
+
+    def _for_app(self, pairs: list[tuple[str, Message]], answer_all: bool) -> list[Message]:
+        """The round's replies as a user app's grid gives them: the accepted ones, as written."""
+        assert self.open is not None
+        r = self.open
         by_device = {m.metadata.dst_node_id - 1: (i, m) for i, m in pairs}
         out = []
         for x in r.replies:
@@ -292,7 +295,8 @@ class AppLoop(RoundLoop):
         replies, _ = self.pull(ids, wait_for_all=True, timeout_s=timeout)
         self.open.waited += time.perf_counter() - waiting
         device_of = {m.metadata.message_id: d for d, m in routed}
-        replies = split_states(replies, {i: [d.index] for i, d in device_of.items()}, self.states)
+        by_message = {i: [d.index] for i, d in device_of.items()}
+        replies = split_states(replies, by_message, self.fleet.states)
         out = []
         for reply in replies:
             device = device_of.get(reply.metadata.reply_to_message_id)
@@ -332,12 +336,11 @@ class AppLoop(RoundLoop):
         if r is None or r.closing is None:
             return  # selected, never trained (the app ended): nothing happened to record
         evaluation = _numbers(r.central) or _numbers(r.federated) or _averaged(r.replied)
-        aggregated = sum(x.report.status == "ok" for x in r.replies)
-        version = self.state.model_version + (aggregated > 0)
+        aggregated, arrays, advanced, train_metrics = self._result(r)
+        version = self.state.model_version + advanced
         start_s = r.start_s
         host_s = time.perf_counter() - r.started
-        assert r.model is not None
-        after = LoopState(r.spec.round, start_s + r.closing.duration_s, version, r.model)
+        after = LoopState(r.spec.round, start_s + r.closing.duration_s, version, arrays)
         outcome = RoundOutcome(
             spec=r.spec,
             start_s=start_s,
@@ -346,7 +349,7 @@ class AppLoop(RoundLoop):
             picked=len(self.fleet.picked),
             aggregated=aggregated,
             model_version=version,
-            train_metrics=MetricRecord(dict(r.train_metrics)) if r.train_metrics else None,
+            train_metrics=train_metrics,
             evaluation=evaluation or None,
             host_round_s=host_s,
             server_s=host_s - r.waited,
@@ -357,19 +360,31 @@ class AppLoop(RoundLoop):
         self.finish(outcome, after)
         self.state = after
 
+    def _result(self, r: AppRound) -> tuple[int, ArrayRecord, bool, MetricRecord | None]:
+        """(updates aggregated, the model after the round, whether it is a new version,
+        the aggregate's metrics).
+
+        fedbench's own: what its FleetStrategy aggregated (the model stays when it
+        aggregated nothing). A user app keeps its model to itself: the one the
+        round's training was sent stands for it, a new version when an update
+        was accepted.
+        """
+        if self.app.own:
+            made = self.fleet.aggregated
+            accepted = sum(x.update is not None for x in r.replies)
+            if made is None or made.arrays is None:
+                return accepted, self.state.arrays, False, made.metrics if made else None
+            return accepted, made.arrays, True, made.metrics
+        aggregated = sum(x.report.status == "ok" for x in r.replies)
+        assert r.model is not None
+        metrics = MetricRecord(dict(r.train_metrics)) if r.train_metrics else None
+        return aggregated, r.model, aggregated > 0, metrics
+
     # -- each device's own context.state ---------------------------------------------
 
     def _with_states(self, pairs: list[tuple[str, Message]]) -> list[Message]:
-        """The app's messages, each with its device's context state (a copy where it has one)."""
-        out = []
-        for _, message in pairs:
-            state = self.states.get(message.metadata.dst_node_id - 1)
-            if state:
-                content = RecordDict(dict(message.content))
-                content.update(context_records(state))  # type: ignore[arg-type]
-                message = Message(metadata=message.metadata, content=content)  # type: ignore[call-overload]
-            out.append(message)
-        return out
+        """The app's messages, each with its device's context state (the FleetStrategy's)."""
+        return self.fleet.with_states([m for _, m in pairs])
 
     # -- what the app's strategy logged ---------------------------------------------
 
@@ -416,10 +431,44 @@ class AppLoop(RoundLoop):
             out.append((app_id, again))
         return out
 
-    def _say(self, line: str) -> None:
-        from fedbench.server.hooks import progress
 
-        progress(line)
+@dataclass
+class UserServerApp:
+    """A user's Flower app (`app=`): its ServerApp, run as `flwr run` runs it, on the grid.
+
+    What it writes with relative paths lands in `folder` (the run folder);
+    what its strategy computes on the server is read from Flower's log
+    (fedbench.server.app_metrics).
+    """
+
+    app: AppConfig
+    folder: Path
+    own = False
+
+    @property
+    def name(self) -> str:
+        return self.app.name
+
+    def run(self, grid: FleetGrid, initial: ArrayRecord, rounds: int, logged: Logged) -> None:
+        with flower_metrics(logged), working_directory(self.folder):
+            run_server_app(self.app, grid, self.context(grid, rounds))
+
+    def context(self, grid: FleetGrid, rounds: int) -> Context:
+        """The ServerApp's context: the app's run config, its round count the schedule's."""
+        run_config = dict(self.app.run_config)
+        declared = run_config.get(ROUNDS_KEY)
+        if declared is not None and declared != rounds:
+            _say(
+                f"app {self.app.name}: {ROUNDS_KEY}={declared} in its config; fedbench's "
+                f"schedule has {rounds} round(s) (scenario=), and the app runs those"
+            )
+        if declared is not None:
+            run_config[ROUNDS_KEY] = rounds
+        run = getattr(grid.inner, "run", None)
+        run_id = int(getattr(run, "run_id", 0) or 0)
+        return Context(
+            run_id=run_id, node_id=0, node_config={}, state=RecordDict(), run_config=run_config
+        )
 
 
 def run_server_app(app: AppConfig, grid: FleetGrid, context: Context) -> None:
@@ -437,8 +486,13 @@ def run_server_app(app: AppConfig, grid: FleetGrid, context: Context) -> None:
     except Exception as exc:  # the app's own code, unless fedbench stopped it first
         if grid.raised is None:
             raise app_failure(app.name, f"its ServerApp {app.serverapp!r}", exc, app.root) from None
-    if grid.raised is not None and not isinstance(grid.raised, RunOver):
-        raise grid.raised
+    reraise(grid)
+
+
+def _say(line: str) -> None:
+    from fedbench.server.hooks import progress
+
+    progress(line)
 
 
 def _model_of(message: Message) -> tuple[str, ArrayRecord] | None:

@@ -26,10 +26,10 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol, TypeVar
 
-from flwr.app import Message, RecordDict
+from flwr.app import ArrayRecord, Message, RecordDict
 from flwr.serverapp import Grid
 
 T = TypeVar("T")
@@ -54,12 +54,41 @@ QUIET_S = 0.2
 CUT = "fedbench: the round closed without this reply: "
 
 
+# What an app's strategy computed on the server, by kind (initial, train, federated,
+# central), handed to the loop (fedbench.server.app_metrics reads a user app's from its log).
+Logged = Callable[[str, Mapping[str, float]], None]
+
+
+class FleetApp(Protocol):
+    """A ServerApp as the round loop runs it on a FleetGrid: fedbench's own or a user's."""
+
+    @property
+    def name(self) -> str:
+        """How errors name the app."""
+
+    @property
+    def own(self) -> bool:
+        """fedbench's own app: its FleetStrategy aggregates the round's clean updates
+        (the defense's, in the model's dtypes) and keeps the aggregate, and a round it
+        sends nothing is a round that trained nobody. A user app's strategy reads its
+        ClientApp's replies as written."""
+
+    def run(self, grid: FleetGrid, initial: ArrayRecord, rounds: int, logged: Logged) -> None:
+        """Run the app's loop on `grid`: `rounds` rounds from the model `initial`."""
+
+
 class GridStop(BaseException):
     """Unwinds the app's ServerApp; `FleetGrid.raised` says why."""
 
 
 class RunOver(Exception):
     """The run is over before the app's loop is (the schedule's last round, a hook's stop)."""
+
+
+def reraise(grid: FleetGrid) -> None:
+    """What fedbench raised in the grid, as itself (the run being over is no failure)."""
+    if grid.raised is not None and not isinstance(grid.raised, RunOver):
+        raise grid.raised
 
 
 class MessageGrid(Grid):

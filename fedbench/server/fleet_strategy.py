@@ -6,14 +6,30 @@ user's app names) the way Flower's DP wrappers wrap one
 (`DifferentialPrivacyServerSideFixedClipping`): it is a Strategy itself and
 delegates what it does not change.
 
-- `configure_train`: fedbench's selector (`strategy=`, strategies/) picks
-  the devices from the ledger at the virtual clock; the wrapped strategy
-  then builds its messages as if the grid had exactly those devices (so
-  FedProx adds its `proximal-mu`, FedAvg its `server-round`); each message
-  gets the `fedbench` task record and is routed to the node that carries
-  the device (fedbench.server.seating).
-- `aggregate_train` / `configure_evaluate` / `aggregate_evaluate`: the
-  wrapped strategy's, on the updates the round loop accepted.
+fedbench's own ServerApp runs it as a Flower app runs its strategy:
+`start()` (Flower's own, not overridden) on the FleetGrid
+(fedbench.server.fleet_grid, fedbench.server.own_app), the grid every app
+runs on:
+
+- `configure_train`: asking the grid for its nodes opens the round there:
+  fedbench's selector (`strategy=`, strategies/) picks the devices from the
+  ledger at the virtual clock (`begin_round`); the wrapped strategy then
+  builds its messages as if the grid had exactly those devices (so FedProx
+  adds its `proximal-mu`, FedAvg its `server-round`), one per device,
+  addressed `device index + 1` as a user app's strategy addresses them. The
+  grid routes each to the node that carries the device, with its task record
+  (`route_train`), as it does any app's.
+- `aggregate_train`: the wrapped strategy's, on the clean updates the round
+  accepted, cast back to the global model's dtypes (`keep_dtypes`); the
+  round's aggregate is kept (`aggregated`) for the round's records.
+- `configure_evaluate` / `aggregate_evaluate`: the wrapped strategy's, on
+  the round's devices (fedbench's algorithms send none: `fraction_evaluate`
+  0, the server evaluates on its test split).
+
+`start()` numbers its rounds from 1; the wrapped strategy is told the
+schedule's round (`first_round`: the rounds done before this `start()`, a
+resumed run's checkpoint round), so a rolling window (FedRolex) or a
+server-round config continues where the checkpoint left off.
 
 Clients must send what the wrapped strategy aggregates (one ArrayRecord,
 `metrics` with `num-examples`); fedbench's device mod adds the RoundReport.
@@ -49,7 +65,7 @@ from fedbench.protocol import (
 )
 from fedbench.scenarios.base import RoundSpec
 from fedbench.server.offer import ASKS_PER_CONFIGURE, MINIMUM_SETTINGS, Offer, TooFewDevices, demand
-from fedbench.server.replies import Sent
+from fedbench.server.replies import Sent, keep_dtypes
 from strategies.base import SelectionStrategy
 
 
@@ -58,6 +74,14 @@ class RoundStart:
     spec: RoundSpec
     now_s: float  # virtual time the round starts
     model_version: int  # version of the global model it sends
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """What the wrapped strategy made of a round's updates (arrays None: the model stays)."""
+
+    arrays: ArrayRecord | None
+    metrics: MetricRecord | None
 
 
 class FleetStrategy(Strategy):
@@ -85,6 +109,9 @@ class FleetStrategy(Strategy):
         self.sent: list[Sent] = []
         self.skipped = ""  # why a round trained nobody, if it did not
         self.states: dict[int, RecordDict] = {}  # device index -> its context.state
+        self.first_round = 0  # rounds done before start() began (its round 1 is the next)
+        self.model = ArrayRecord()  # the global model the round's training was sent
+        self.aggregated: Aggregate | None = None  # the round's aggregate, once made
 
     def begin_round(
         self, start: RoundStart, wanted: int | None = None, busy: Collection[int] = ()
@@ -104,16 +131,35 @@ class FleetStrategy(Strategy):
             self.ledger.available[busy] = available
         self.picked = [int(i) for i in chosen]
         self.sent = []
+        self.aggregated = None
         self.skipped = "" if self.picked else "no eligible device (availability, memory)"
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
+        """Flower's start() asks: the grid opens the round, the wrapped strategy configures it.
+
+        On fedbench's FleetGrid the node-id ask is what opens a round (its selector
+        picks, `begin_round`), as for any app's strategy; the messages come back
+        addressed to the picked devices, and the grid routes them.
+        """
+        grid.get_node_ids()
+        return self.train_messages(self.first_round + server_round, arrays, config)
+
+    def train_messages(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord
+    ) -> list[Message]:
+        """The wrapped strategy's train messages for the picked devices, one per device.
+
+        `config` is copied: strategies write into it (FedAvg its `server-round`), and
+        start() hands the same record to every round.
+        """
         self._started(server_round)
-        messages = self._from_inner(
-            lambda offer: self.inner.configure_train(server_round, arrays, config, offer)
+        self.model = arrays
+        fresh = ConfigRecord(dict(config))
+        return self._from_inner(
+            lambda offer: self.inner.configure_train(server_round, arrays, fresh, offer)
         )
-        return self.route_train(self.with_states(messages))
 
     def with_states(self, messages: list[Message]) -> list[Message]:
         """Each message with its device's context state, where the device has one."""
@@ -157,20 +203,33 @@ class FleetStrategy(Strategy):
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
-        return self.inner.aggregate_train(server_round, replies)
+        """The wrapped strategy's aggregate of the accepted updates, in the model's dtypes.
+
+        A round without an update is not aggregated (the model stays). Flower
+        averages integer arrays to float64, and one float64 update must not
+        promote the model: the aggregate is cast back (`keep_dtypes`).
+        """
+        replies = list(replies)
+        if not replies:
+            self.aggregated = Aggregate(None, None)
+            return None, None
+        new, metrics = self.inner.aggregate_train(self.first_round + server_round, replies)
+        arrays = None if new is None else keep_dtypes(new, self.model)
+        self.aggregated = Aggregate(arrays, metrics)
+        return arrays, metrics
 
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """Federated evaluation on the round's devices, if the wrapped strategy asks for it."""
+        """Federated evaluation on the round's devices, if the wrapped strategy asks for it;
+        addressed to the devices, as the train messages are (the grid routes them)."""
         start = self.round_start
-        if start is None or start.spec.round != server_round:
+        if start is None or start.spec.round != self.first_round + server_round:
             return []  # before round 1 no device has been picked to evaluate on
-        messages = self._from_inner(
-            lambda offer: self.inner.configure_evaluate(server_round, arrays, config, offer)
+        number = start.spec.round
+        return self._from_inner(
+            lambda offer: self.inner.configure_evaluate(number, arrays, config, offer)
         )
-        # One device a message: the wrapped strategy aggregates the replies as they are.
-        return [msg for _, msg in self._route(messages, start, with_state=False, group=False)]
 
     def _route(
         self, messages: list[Message], start: RoundStart, with_state: bool, group: bool = True
@@ -212,7 +271,7 @@ class FleetStrategy(Strategy):
     def aggregate_evaluate(
         self, server_round: int, replies: Iterable[Message]
     ) -> MetricRecord | None:
-        return self.inner.aggregate_evaluate(server_round, replies)
+        return self.inner.aggregate_evaluate(self.first_round + server_round, replies)
 
     def summary(self) -> None:
         self.inner.summary()

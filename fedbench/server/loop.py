@@ -1,20 +1,26 @@
-"""The server's round loop: select, configure, collect, close, aggregate, account, evaluate, record.
+"""What every round loop is built of: select, configure, push, pull, read, close, aggregate, record.
 
-One loop for every scenario, selector, Flower strategy and runtime. A round:
+There is one loop for synchronous rounds: a ServerApp's own, on the
+FleetGrid (fedbench.server.app_loop's AppLoop) - fedbench's own ServerApp
+(fedbench.server.own_app: its FleetStrategy's `start()`) as much as a
+user's. Asynchronous FL (fedbench.server.fedbuff) runs its own loop on the
+event clock. Both are a `RoundLoop`: the building blocks here, which a
+round goes through in this order:
 
 1. **select + configure**: the FleetStrategy picks devices at the virtual
-   clock and builds the wrapped Flower strategy's messages for them;
+   clock and builds the wrapped Flower strategy's messages for them
+   (`dispatch`; on the FleetGrid the app's strategy does it);
 2. **collect**: they are pushed through Flower's Grid and the replies pulled
    until all are in or `round_timeout_s` (host seconds) passes;
-3. **close**: every reply becomes a RoundReport (fedbench.server.replies)
-   and the round-close policy (`round_close=`) decides which count and how
-   long the round lasted on the virtual clock;
+3. **close**: every reply becomes a RoundReport (fedbench.server.replies),
+   placed on the virtual clock (`arrivals`), and the round-close policy
+   (`round_close=`) decides which count and how long the round lasted;
 4. **aggregate**: the accepted updates go to the wrapped strategy;
 5. **account + evaluate + record**: the clock advances; on evaluation
-   rounds the Evaluator scores the global model; the outcome goes to the
-   hooks (ledger, run folder, progress, checkpoint - fedbench.server.hooks),
-   any of which may stop the run after the round (a target reached, a
-   budget spent: fedbench.server.stopping).
+   rounds the global model is scored; the outcome goes to the hooks
+   (`finish`: ledger, run folder, progress, checkpoint -
+   fedbench.server.hooks), any of which may stop the run after the round (a
+   target reached, a budget spent: fedbench.server.stopping).
 
 Nothing here knows which runtime, app or selector it runs: those arrive
 built. The loop's own state (round, clock, model) is what a checkpoint
@@ -26,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -39,7 +46,7 @@ from fedbench.server.close.base import Closing, RoundClose
 from fedbench.server.defense import Defense
 from fedbench.server.evaluation import Evaluator
 from fedbench.server.fleet_strategy import FleetStrategy, RoundStart
-from fedbench.server.replies import Reply, Sent, keep_dtypes, read_replies
+from fedbench.server.replies import Reply, Sent, read_replies
 from fedbench.server.run import LoopState, RoundOutcome, ServerHook, Stopped
 
 
@@ -60,8 +67,8 @@ class LoopParts:
     defense: Defense | None = None  # what keeps a hostile reply out of the aggregate
 
 
-class RoundLoop:
-    """Synchronous rounds: each round awaits its devices, the close policy cuts it."""
+class RoundLoop(ABC):
+    """A run mode's loop: its `run`, on the building blocks every mode shares."""
 
     def __init__(self, parts: LoopParts) -> None:
         self.grid = parts.grid
@@ -80,56 +87,9 @@ class RoundLoop:
         self.server_times: list[float] = []
         self.stopped: Stopped | None = None  # a hook ended the run early
 
+    @abstractmethod
     def run(self, schedule: Iterable[RoundSpec], state: LoopState) -> LoopState:
         """Every round of `schedule` after `state.round`, until a hook stops the run."""
-        for spec in schedule:
-            interrupt.check()  # a signal to the process: the run ends between rounds
-            if spec.round > state.round:
-                state = self.run_round(spec, state)
-            if self.stopped is not None:
-                break
-        return state
-
-    def run_round(self, spec: RoundSpec, state: LoopState) -> LoopState:
-        """One synchronous round: every arrival awaited, the close policy cuts it."""
-        clock: EventClock[Reply] = EventClock(state.now_s)
-        clock.advance(spec.earliest_start_s)  # a day starts at its hour, not before
-        now_s = clock.now_s
-        # The round's host time starts before its hooks: moving every battery and
-        # availability window to the round's start is the server's work too.
-        started = time.perf_counter()
-        for hook in self.hooks:
-            hook.before_round(spec, now_s)
-        messages = self.dispatch(spec, now_s, state)
-        waiting = time.perf_counter()
-        ids = self.push(messages)
-        replies, received_at = self.pull(ids, wait_for_all=True)
-        waited = time.perf_counter() - waiting
-        read = self.read(spec, replies, received_at, state.arrays)
-        read = self.arrivals(clock, read)
-        closing = self.close.close([r.report for r in read], self.fleet.selector.clients_per_round)
-        read = [_late(r, closing) for r in read]
-        accepted = [r for r in read if r.update is not None]
-        arrays, metrics = self.aggregate(spec.round, accepted, state.arrays)
-        version = state.model_version + (arrays is not state.arrays)
-        host_s = time.perf_counter() - started
-        after = LoopState(spec.round, now_s + closing.duration_s, version, arrays)
-        outcome = RoundOutcome(
-            spec=spec,
-            start_s=now_s,
-            closing=closing,
-            replies=read,
-            picked=len(self.fleet.picked),
-            aggregated=len(accepted),
-            model_version=version,
-            train_metrics=metrics,
-            evaluation=self.evaluator(spec.round, arrays) if spec.evaluate else None,
-            host_round_s=host_s,
-            server_s=host_s - waited,
-            skipped=self.fleet.skipped,
-        )
-        self.finish(outcome, after)
-        return after
 
     # -- the building blocks every run mode shares -----------------------------------
 
@@ -143,8 +103,8 @@ class RoundLoop:
     ) -> list[Message]:
         """Pick devices at `now_s` and build their messages (self.fleet.sent lists them)."""
         self.fleet.begin_round(RoundStart(spec, now_s, state.model_version), wanted, busy)
-        config = ConfigRecord(dict(self.train_config))  # strategies write into it
-        return list(self.fleet.configure_train(spec.round, state.arrays, config, self.grid))
+        messages = self.fleet.train_messages(spec.round, state.arrays, self.train_config)
+        return self.fleet.route_train(self.fleet.with_states(messages))
 
     def push(self, messages: list[Message]) -> set[str]:
         """Send the messages; the devices they are for are `self.fleet.sent`, now stamped."""
@@ -215,15 +175,12 @@ class RoundLoop:
     def aggregate(
         self, server_round: int, accepted: list[Reply], arrays: ArrayRecord
     ) -> tuple[ArrayRecord, MetricRecord | None]:
-        """The wrapped Flower strategy's aggregate of the accepted updates (or `arrays`).
-
-        The aggregate keeps the global model's dtypes: Flower averages integer arrays
-        to float64, and one float64 update must not promote the model.
-        """
+        """The wrapped Flower strategy's aggregate of the accepted updates (or `arrays`),
+        in the global model's dtypes (FleetStrategy.aggregate_train)."""
         if not accepted:
             return arrays, None
         new, metrics = self.fleet.aggregate_train(server_round, [r.as_message() for r in accepted])
-        return (arrays if new is None else keep_dtypes(new, arrays)), metrics
+        return (arrays if new is None else new), metrics
 
     def summary(self) -> dict[str, object]:
         """What the run mode adds to summary.json (asynchronous FL: its staleness)."""

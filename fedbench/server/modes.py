@@ -2,9 +2,10 @@
 
 A run mode is a small frozen dataclass of its parameters that builds the
 loop which runs it; the server assembly (fedbench.server.app) hands every
-mode the same parts. A mode and its loop share a file: `Synchronous` and
-RoundLoop (fedbench.server.loop), `FedBuff` and FedBuffLoop
-(fedbench.server.fedbuff).
+mode the same parts. `Synchronous` runs fedbench's own ServerApp
+(fedbench.server.own_app) on the FleetGrid, in the one synchronous loop
+every app runs in (AppLoop, fedbench.server.app_loop); `FedBuff` and its
+loop share a file (fedbench.server.fedbuff).
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from dataclasses import dataclass
 
 from fedbench.experiment.build import built
 from fedbench.experiment.schema import Experiment
+from fedbench.server.app_loop import AppLoop
 from fedbench.server.close.base import RoundClose
 from fedbench.server.loop import LoopParts, RoundLoop
+from fedbench.server.own_app import OwnServerApp
 
 
 class RunMode(ABC):
@@ -38,7 +41,9 @@ class Synchronous(RunMode):
     name = "sync"
 
     def loop(self, parts: LoopParts) -> RoundLoop:
-        return RoundLoop(parts)
+        """fedbench's own ServerApp on the FleetGrid: the one synchronous loop (AppLoop)."""
+        app = OwnServerApp(parts.fleet, parts.evaluator, parts.train_config, parts.timeout_s)
+        return AppLoop(parts, app)
 
     def check(self, fleet_size: int, picked: int, close: RoundClose) -> None:
         close.check_round(picked)

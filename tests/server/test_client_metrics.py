@@ -50,7 +50,7 @@ def test_each_devices_train_metrics_reach_the_file(tmp_path: Path, per_call: int
     loop, _, _ = build_loop(
         devices, k=4, per_call=per_call, hooks=[hook], close=Deadline(deadline_s=5.0)
     )
-    loop.run_round(spec(1), LoopState(0, 0.0, 0, weights()))
+    loop.run([spec(1)], LoopState(0, 0.0, 0, weights()))
     with (tmp_path / CLIENT_METRICS_CSV).open(newline="") as f:
         rows = list(csv.DictReader(f))
     kept = {(r["device"], r["key"]): r["value"] for r in rows}

@@ -45,7 +45,7 @@ def _round(
 ) -> tuple[LoopState, RoundOutcome, RoundReport]:
     hook = Recorder()
     loop, _, _ = build_loop({**HONEST, "z": attacker}, k=4, hooks=[hook], defense=defense)
-    after = loop.run_round(spec(1), LoopState(0, 100.0, 0, weights(0.0)))
+    after = loop.run([spec(1)], LoopState(0, 100.0, 0, weights(0.0)))
     outcome = hook.outcomes[0]
     assert isinstance(outcome, RoundOutcome)
     z = next(r for r in outcome.reports if r.device == "z")

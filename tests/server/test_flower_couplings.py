@@ -214,6 +214,9 @@ class _Waits(FedAvg):
         super().__init__(fraction_evaluate=0.0)
         del self.min_available_nodes, self.min_train_nodes
 
+    def summary(self) -> None:
+        """Flower's start() logs the settings this strategy deleted: nothing to log."""
+
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
@@ -227,6 +230,123 @@ def test_a_strategy_without_minimum_settings_is_offered_with_patience() -> None:
     hook = Recorder()
     loop, grid, _ = build_loop({"a": device(1.0), "b": device(1.0)}, k=2, algorithm=_Waits())
     loop.hooks.append(hook)
-    after = loop.run_round(spec(1), LoopState(0, 0.0, 0, weights(0.0)))
+    after = loop.run([spec(1)], LoopState(0, 0.0, 0, weights(0.0)))
     assert not grid.sent and after.model_version == 0
     assert "waits for more than the 2 device(s)" in hook.outcomes[0].skipped  # type: ignore[attr-defined]
+
+
+class _Calls(Strategy):
+    """Records what Flower's Strategy.start asks of a strategy, and in which order."""
+
+    def __init__(self, log: list[str], new: ArrayRecord | None) -> None:
+        self.log = log
+        self.new = new
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        grid.get_node_ids()
+        self.log.append(f"configure_train {server_round} {id(config)}")
+        return [Message(RecordDict({"arrays": arrays}), dst_node_id=1, message_type="train")]
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        self.log.append(f"aggregate_train {server_round} {len(list(replies))}")
+        return self.new, None
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        self.log.append(f"configure_evaluate {server_round}")
+        return []
+
+    def aggregate_evaluate(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> MetricRecord | None:
+        self.log.append(f"aggregate_evaluate {server_round} {len(list(replies))}")
+        return None
+
+    def summary(self) -> None:
+        self.log.append("summary")
+
+
+class _Exchanges(Grid):
+    """A grid that logs node-id asks and sends, and replies to every message."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def get_node_ids(self) -> Iterable[int]:
+        self.log.append("nodes")
+        return [1]
+
+    def send_and_receive(
+        self, messages: Iterable[Message], *, timeout: float | None = None
+    ) -> Iterable[Message]:
+        sent = list(messages)
+        self.log.append(f"send {len(sent)}")
+        return [Message(RecordDict(), reply_to=m) for m in sent]
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        raise NotImplementedError
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[str]:  # type: ignore[override]
+        raise NotImplementedError
+
+    def set_run(self, run: object) -> None:  # type: ignore[override]
+        raise NotImplementedError
+
+    @property
+    def run(self) -> object:  # type: ignore[override]
+        raise NotImplementedError
+
+    def create_message(self, *args: object, **kwargs: object) -> Message:  # type: ignore[override]
+        raise NotImplementedError
+
+
+@pytest.mark.parametrize("aggregates", [True, False])
+def test_strategy_start_runs_each_round_as_fedbenchs_own_app_expects(aggregates: bool) -> None:
+    """fedbench.server.own_app runs its FleetStrategy through Flower's Strategy.start:
+
+    - evaluate_fn(0, initial) before round 1 (the app scores nothing there: day 0 is
+      the assembly's), then per round, numbered from 1 (a resume's FleetStrategy adds
+      its first_round): configure_train with the same train config record every round
+      (FleetStrategy copies it: strategies write into it) and the grid, whose node-id
+      ask opens the round on the FleetGrid; one send_and_receive of its messages
+      (the round's training, AppLoop._train); aggregate_train of exactly the replies it
+      returned; configure_evaluate, a send of its messages even when there are none
+      (AppLoop ends the round's asks there); aggregate_evaluate; evaluate_fn(round,
+      model), the model the aggregate (None: the one sent) - the scores after a round;
+    - the next round's configure_train comes after all of this (AppLoop records a round
+      when the next one opens, or when start() returns).
+    """
+    task_identity()  # Flower's Message constructor reads the run's identity
+    log: list[str] = []
+    new = ArrayRecord({"w": Array(np.ones(2))}) if aggregates else None
+    initial = ArrayRecord({"w": Array(np.zeros(2))})
+    config = ConfigRecord({"lr": 0.1})
+
+    def evaluate(server_round: int, arrays: ArrayRecord) -> MetricRecord | None:
+        model = "new" if arrays is new else "initial" if arrays is initial else "other"
+        log.append(f"evaluate_fn {server_round} {model}")
+        return None
+
+    _Calls(log, new).start(
+        _Exchanges(log), initial, num_rounds=2, train_config=config, evaluate_fn=evaluate
+    )
+    after = "new" if aggregates else "initial"
+    one_round = [
+        "nodes",
+        f"configure_train {{r}} {id(config)}",
+        "send 1",
+        "aggregate_train {r} 1",
+        "configure_evaluate {r}",
+        "send 0",
+        "aggregate_evaluate {r} 0",
+        f"evaluate_fn {{r}} {after}",
+    ]
+    expected = ["summary", "evaluate_fn 0 initial"]
+    for r in (1, 2):
+        expected += [line.format(r=r) for line in one_round]
+    assert log == expected

@@ -125,7 +125,7 @@ def test_an_algorithm_key_the_app_never_read_is_warned_about_once() -> None:
     loop, _, _ = build_loop({"a": device(1.0), "b": device(1.0)}, k=2, hooks=[hook])
     unread = Recorder()
     loop.hooks.insert(0, unread)
-    state = loop.run_round(spec(1), LoopState(0, 0.0, 0, weights()))
+    state = loop.run([spec(1)], LoopState(0, 0.0, 0, weights()))
     outcome = unread.outcomes[0]
     replies = [dataclasses.replace(r, unread=("proximal-mu",)) for r in outcome.replies]  # type: ignore[attr-defined]
     for _ in range(2):  # two rounds, two devices each: one warning
@@ -140,7 +140,7 @@ def test_oort_without_a_loss_from_any_reply_is_warned_about_once() -> None:
     loop, _, _ = build_loop(no_loss, k=2)
     seen = Recorder()
     loop.hooks.append(seen)
-    state = loop.run_round(spec(1), LoopState(0, 0.0, 0, weights()))
+    state = loop.run([spec(1)], LoopState(0, 0.0, 0, weights()))
     outcome = seen.outcomes[0]
     hook.on_round_end(outcome, state)  # type: ignore[arg-type]
     assert warnings == []  # the fake devices report a loss

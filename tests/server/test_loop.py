@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numpy as np
+import pytest
 import torch
-from flwr.app import ArrayRecord, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+from flwr.serverapp import Grid
 from flwr.serverapp.strategy import FedMedian, FedProx
 
 from fedbench.experiment.schema import DefenseConfig
 from fedbench.protocol import TASK
+from fedbench.server.app_loop import AppLoop
 from fedbench.server.close import Deadline, FirstK
 from fedbench.server.defense import Defense
+from fedbench.server.evaluation import Evaluator
+from fedbench.server.fleet_grid import FleetGrid
+from fedbench.server.own_app import OwnServerApp
 from fedbench.server.run import LoopState
 from tests.server.fakes import Recorder, build_loop, device, spec, weights
 
@@ -25,7 +32,7 @@ def test_a_round_aggregates_every_update_and_advances_the_clock() -> None:
     loop, grid, ledger = build_loop(
         {"a": device(1.0, 1.0), "b": device(2.0, 3.0), "c": device(4.0, 5.0)}, k=3
     )
-    after = loop.run_round(spec(1), _state())
+    after = loop.run([spec(1)], _state())
     assert after.round == 1 and after.model_version == 1
     assert after.now_s == 104.0  # waits for the slowest (4 s)
     # FedAvg with equal weights: the mean of +1, +3, +5.
@@ -53,7 +60,7 @@ def test_a_deadline_times_out_the_late_update_but_keeps_its_energy() -> None:
     )
     hook = Recorder()
     loop.hooks.append(hook)
-    after = loop.run_round(spec(1), _state())
+    after = loop.run([spec(1)], _state())
     assert np.allclose(after.arrays["w"].numpy(), 1.0)  # only the fast update
     assert after.now_s == 105.0  # the round ends at the deadline
     slow = [r for r in hook.outcomes[0].reports if r.device == "slow"][0]  # type: ignore[attr-defined]
@@ -65,7 +72,7 @@ def test_first_k_keeps_the_earliest_k_of_the_overcommitted_round() -> None:
     loop, grid, _ = build_loop(devices, k=3, overcommit=0.34, close=FirstK())
     hook = Recorder()
     loop.hooks.append(hook)
-    after = loop.run_round(spec(1), _state())
+    after = loop.run([spec(1)], _state())
     assert len(grid.sent) == 4  # ceil(3 x 1.34)
     statuses = {r.device: r.status for r in hook.outcomes[0].reports}  # type: ignore[attr-defined]
     assert statuses == {"a": "ok", "b": "ok", "c": "timeout", "d": "ok"}
@@ -91,7 +98,7 @@ def test_replies_that_are_not_updates_become_reports_with_reasons() -> None:
     }
     hook = Recorder()
     loop, _, _ = build_loop(devices, k=5, hooks=[hook])
-    after = loop.run_round(spec(1), _state())
+    after = loop.run([spec(1)], _state())
     reports = {r.device: r for r in hook.outcomes[0].reports}  # type: ignore[attr-defined]
     assert reports["good"].status == "ok"
     assert reports["nan"].status == "failed" and "NaN" in reports["nan"].reason
@@ -106,7 +113,7 @@ def test_a_reply_without_a_report_is_an_unprofiled_device_and_counts() -> None:
     loop, _, ledger = build_loop(
         {"fedbench": device(1.0, 1.0), "stock": device(1.0, 3.0, report=False)}, k=2, hooks=[hook]
     )
-    after = loop.run_round(spec(1), _state())
+    after = loop.run([spec(1)], _state())
     stock = [r for r in hook.outcomes[0].reports if r.device == "stock"][0]  # type: ignore[attr-defined]
     assert stock.kind == "unprofiled" and stock.status == "ok" and stock.num_examples == 10
     assert math.isnan(stock.energy_j) and math.isnan(stock.peak_mem_mb)
@@ -117,7 +124,7 @@ def test_a_reply_without_a_report_is_an_unprofiled_device_and_counts() -> None:
 def test_fedprox_sends_its_proximal_mu_and_fedmedian_aggregates() -> None:
     prox = FedProx(proximal_mu=0.3, min_available_nodes=1, min_train_nodes=1, fraction_evaluate=0)
     loop, grid, _ = build_loop({"a": device(1.0), "b": device(1.0)}, k=2, algorithm=prox)
-    loop.run_round(spec(1), _state())
+    loop.run([spec(1)], _state())
     configs = [m.content.config_records["config"] for m in grid.sent]
     assert all(c["proximal-mu"] == 0.3 and c["server-round"] == 1 for c in configs)
     median = FedMedian(min_available_nodes=1, min_train_nodes=1, fraction_evaluate=0)
@@ -125,7 +132,7 @@ def test_fedprox_sends_its_proximal_mu_and_fedmedian_aggregates() -> None:
     # Without the server's norm bound (defense), the robust aggregator alone.
     off = Defense(DefenseConfig(max_norm_ratio=None))
     loop, _, _ = build_loop(devices, k=3, algorithm=median, defense=off)
-    after = loop.run_round(spec(1), _state())
+    after = loop.run([spec(1)], _state())
     assert np.allclose(after.arrays["w"].numpy(), 2.0)  # the median shrugs off +100
 
 
@@ -134,7 +141,7 @@ def test_a_strategy_that_wants_more_devices_than_picked_skips_the_round() -> Non
     hook = Recorder()
     loop, grid, _ = build_loop({"a": device(1.0), "b": device(1.0)}, k=2, algorithm=greedy)
     loop.hooks.append(hook)
-    after = loop.run_round(spec(1), _state())
+    after = loop.run([spec(1)], _state())
     assert not grid.sent and after.model_version == 0
     assert "waits for more than the 2 device(s)" in hook.outcomes[0].skipped  # type: ignore[attr-defined]
 
@@ -144,7 +151,7 @@ def test_the_ledger_hook_feeds_the_selector() -> None:
 
     loop, _, ledger = build_loop({"a": device(1.0), "b": device(2.0)}, k=2)
     loop.hooks.append(LedgerHook(ledger))
-    loop.run_round(spec(1), _state())
+    loop.run([spec(1)], _state())
     assert list(ledger.participation) == [1, 1]
     assert list(ledger.round_trip_s) == [1.0, 2.0]
 
@@ -166,7 +173,7 @@ def test_train_metrics_come_from_the_wrapped_strategy() -> None:
     loop, _, _ = build_loop({"a": device(1.0), "b": device(1.0)}, k=2)
     hook = Recorder()
     loop.hooks.append(hook)
-    loop.run_round(spec(1), _state())
+    loop.run([spec(1)], _state())
     metrics = hook.outcomes[0].train_metrics  # type: ignore[attr-defined]
     assert isinstance(metrics, MetricRecord) and metrics["train_loss"] == 0.5
 
@@ -178,8 +185,8 @@ def test_devices_sharing_a_call_give_the_same_round_as_one_call_each() -> None:
     hooks = Recorder(), Recorder()
     alone.hooks.append(hooks[0])
     shared.hooks.append(hooks[1])
-    a = alone.run_round(spec(1), _state())
-    b = shared.run_round(spec(1), _state())
+    a = alone.run([spec(1)], _state())
+    b = shared.run([spec(1)], _state())
     assert len(grid_alone.sent) == 4 and len(grid_shared.sent) == 2
     assert np.array_equal(a.arrays["w"].numpy(), b.arrays["w"].numpy()) and a.now_s == b.now_s
     strip = [[(r.device, r.status, r.round_trip_s) for r in h.outcomes[0].reports] for h in hooks]  # type: ignore[attr-defined]
@@ -193,8 +200,56 @@ def test_in_a_shared_call_one_devices_failure_is_its_own() -> None:
     hook = Recorder()
     devices = {"a": device(1.0, 2.0), "b": crashed, "c": lambda msg: None, "d": device(1.0, 2.0)}
     loop, _, _ = build_loop(devices, k=4, per_call=2, hooks=[hook])
-    after = loop.run_round(spec(1), _state())
+    after = loop.run([spec(1)], _state())
     reports = {r.device: r for r in hook.outcomes[0].reports}  # type: ignore[attr-defined]
     assert reports["b"].status == "failed" and reports["b"].reason == "RuntimeError: boom"
     assert reports["c"].status == "dropped" and reports["c"].reason == "no reply"
     assert np.allclose(after.arrays["w"].numpy(), 2.0)  # a and d
+
+
+def test_fedbenchs_own_rounds_are_flower_start_on_the_fleet_grid(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One loop: fedbench's own app is FleetStrategy.start() on the FleetGrid, in AppLoop."""
+    loop, grid, _ = build_loop({"a": device(1.0), "b": device(2.0)}, k=2)
+    assert isinstance(loop, AppLoop) and isinstance(loop.app, OwnServerApp)
+    asked: list[tuple[int, type]] = []
+    configure = loop.fleet.configure_train
+
+    def spy(server_round: int, arrays: ArrayRecord, config: ConfigRecord, g: Grid) -> object:
+        asked.append((server_round, type(g)))
+        return configure(server_round, arrays, config, g)
+
+    loop.fleet.configure_train = spy  # type: ignore[method-assign]
+    with caplog.at_level(logging.INFO, logger="flwr"):
+        after = loop.run([spec(1), spec(2)], _state())
+    assert "Starting FleetStrategy strategy" in caplog.text  # Flower's own start()
+    assert asked == [(1, FleetGrid), (2, FleetGrid)]
+    assert after.round == 2 and after.model_version == 2 and len(grid.sent) == 4
+
+
+def test_a_resumed_start_tells_the_strategy_the_schedules_round_numbers() -> None:
+    """start() counts from 1; after a checkpoint of round 2 its round 1 is the schedule's 3."""
+    loop, grid, _ = build_loop({"a": device(1.0), "b": device(2.0)}, k=2)
+    outcomes = Recorder()
+    loop.hooks.append(outcomes)
+    after = loop.run([spec(1), spec(2), spec(3)], LoopState(2, 100.0, 2, weights(0.0)))
+    assert after.round == 3 and after.model_version == 3
+    assert outcomes.calls == ["before 3 at 100", "after 3"]
+    assert {m.content["config"]["server-round"] for m in grid.sent} == {3}  # FedAvg's
+
+
+def test_own_evaluation_scores_the_aggregate_after_evaluation_rounds_only() -> None:
+    scored: list[tuple[int, float]] = []
+
+    class Scores(Evaluator):
+        def __call__(self, server_round: int, arrays: ArrayRecord) -> dict[str, float]:
+            scored.append((server_round, float(arrays["w"].numpy().mean())))
+            return {"accuracy": 0.5}
+
+    hook = Recorder()
+    loop, _, _ = build_loop({"a": device(1.0, 1.0)}, k=1, evaluator=Scores(), hooks=[hook])
+    loop.run([spec(1), spec(2, evaluate=True)], _state())
+    assert scored == [(2, 2.0)]  # the model after round 2's aggregate, never start()'s round 0
+    evaluations = [o.evaluation for o in hook.outcomes]  # type: ignore[attr-defined]
+    assert evaluations == [None, {"accuracy": 0.5}]
