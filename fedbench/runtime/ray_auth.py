@@ -24,13 +24,14 @@ import os
 import secrets
 from collections.abc import Iterator
 
+from fedbench.runtime.environ import scoped_environ
+
 TOKEN_FILE = "ray_auth_token"  # in the session's private folder
 MODE_ENV = "RAY_AUTH_MODE"
 PATH_ENV = "RAY_AUTH_TOKEN_PATH"
 # Takes precedence over the path in Ray's loader: a user's own value (for their
 # cluster) must not become the private node's token, so it is unset meanwhile.
 TOKEN_ENV = "RAY_AUTH_TOKEN"
-_NAMES = (MODE_ENV, PATH_ENV, TOKEN_ENV)
 
 
 def write_token(folder: str) -> str:
@@ -47,19 +48,12 @@ def write_token(folder: str) -> str:
 def private_token(folder: str) -> Iterator[str]:
     """Within it, a Ray node started from this process requires a token; yields its file."""
     path = write_token(folder)
-    before = {name: os.environ.get(name) for name in _NAMES}
-    os.environ.pop(TOKEN_ENV, None)
-    os.environ.update({MODE_ENV: "token", PATH_ENV: path})
-    _reload_ray_auth()
     try:
-        yield path
+        with scoped_environ({MODE_ENV: "token", PATH_ENV: path}, unset=[TOKEN_ENV]):
+            _reload_ray_auth()
+            yield path
     finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        _reload_ray_auth()
+        _reload_ray_auth()  # the environment is as it was: Ray reads it again
         with contextlib.suppress(OSError):
             os.unlink(path)  # the session is over: its token opens nothing any more
 

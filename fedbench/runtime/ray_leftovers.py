@@ -30,6 +30,7 @@ from collections.abc import Iterator
 
 import psutil
 
+from fedbench.runtime.environ import scoped_environ
 from fedbench.runtime.watchdog import TOKEN_ENV, carriers, end_all
 
 GRACE_S = 1.0  # after ray.shutdown, for what is left to exit by itself
@@ -88,7 +89,6 @@ def _kill(procs: list[psutil.Process]) -> None:
 def session() -> Iterator[Session]:
     """Within it, processes started from here carry a fresh token; a watchdog stands by."""
     token = secrets.token_hex(12)
-    before = os.environ.get(TOKEN_ENV)
     env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
     # Its stdin is a pipe only this process holds (Popen closes other fds in children,
     # Ray's included): end-of-file there is this process's end, however it ends.
@@ -100,14 +100,10 @@ def session() -> Iterator[Session]:
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    os.environ[TOKEN_ENV] = token
     try:
-        yield Session(token, dog)
+        with scoped_environ({TOKEN_ENV: token}):
+            yield Session(token, dog)
     finally:
-        if before is None:
-            os.environ.pop(TOKEN_ENV, None)
-        else:
-            os.environ[TOKEN_ENV] = before
         dog.kill()  # its work is Session.end's, done by now
         with contextlib.suppress(subprocess.TimeoutExpired):
             dog.wait(timeout=5)

@@ -47,6 +47,7 @@ from fedbench.folders import check_folder
 from fedbench.report.interrupted import mark_interrupted
 from fedbench.runtime import ray_auth, ray_leftovers
 from fedbench.runtime.base import Apps, Runtime, check_reachable
+from fedbench.runtime.environ import scoped_environ
 from fedbench.runtime.limits import ARENA_ENV
 from fedbench.runtime.logs import route_flower_logs
 from fedbench.runtime.seating import PooledSeating, wait_for_nodes
@@ -154,6 +155,26 @@ class SimulationRuntime(Runtime):
             return by_cpu
         return max(1, min(by_cpu, math.floor(float(resources["GPU"]) / share + 1e-9)))
 
+    def _session_env(self) -> dict[str, str]:
+        """This process's environment during a session (scoped_environ): Ray's processes
+        inherit it; after the session each name is as it was, so the next run in this
+        process starts from the caller's environment."""
+        env = {"RAY_DEDUP_LOGS": "0"}
+        if self.enforce_caps:
+            # Workers inherit it: glibc keeps 2 malloc arenas, not 64 MB per thread, so an
+            # address-space cap measures what training allocates (fedbench.runtime.limits).
+            env.update(ARENA_ENV)
+        # Ray warns on every start about a future default we do not rely on (no GPUs);
+        # a value of the user's stands.
+        if ACCEL_OVERRIDE_ENV not in os.environ:
+            env[ACCEL_OVERRIDE_ENV] = "0"
+        if not self.ray_address:
+            # Ray's local workers inherit the driver's environment: which GPUs Ray may hand
+            # out (`cuda:N`: that one only, GPU 0 inside the workers) and where they train;
+            # and that the private node is this host's alone (loopback()).
+            env.update({**self._local_worker_env(), **LOOPBACK_ENV})
+        return env
+
     def _local_worker_env(self) -> dict[str, str]:
         """What a private local cluster's workers inherit: their accelerator, and for
         `cuda:N` the one GPU Ray may give them."""
@@ -196,19 +217,6 @@ class SimulationRuntime(Runtime):
                 _temp_dir=os.path.join(private, RAY_FOLDER),
                 object_store_memory=512 * 1024**2,
             )
-        os.environ["RAY_DEDUP_LOGS"] = "0"
-        if self.enforce_caps:
-            # Workers inherit it: glibc keeps 2 malloc arenas, not 64 MB per thread, so an
-            # address-space cap measures what training allocates (fedbench.runtime.limits).
-            os.environ.update(ARENA_ENV)
-        # Ray warns on every start about a future default we do not rely on (no GPUs).
-        os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
-        # Ray's local workers inherit the driver's environment: which GPUs Ray may hand
-        # out (`cuda:N`: that one only, GPU 0 inside the workers) and where they train;
-        # and that the private node is this host's alone (loopback()).
-        workers_env = {} if self.ray_address else {**self._local_worker_env(), **LOOPBACK_ENV}
-        before = {k: os.environ.get(k) for k in workers_env}
-        os.environ.update(workers_env)
         # Till Ray is shut down: the first signal ends the run between rounds, a second
         # the process (fedbench.core.interrupt); signals_ask_to_stop is entered after
         # ray.init, whose own SIGTERM handler exits the process half-way.
@@ -216,9 +224,12 @@ class SimulationRuntime(Runtime):
         # outlives ray.shutdown - or the driver's SIGKILL - is ended, none left behind.
         # And every one of them requires Ray's authentication token (ray_auth), read
         # from a file in our private folder: no other account can call them.
+        # The environment Ray's processes inherit is set for the session only (_session_env).
         with contextlib.ExitStack() as signals:
-            leftovers = None if private is None else signals.enter_context(ray_leftovers.session())
+            signals.enter_context(scoped_environ(self._session_env()))
+            leftovers: ray_leftovers.Session | None = None
             if private is not None:
+                leftovers = signals.enter_context(ray_leftovers.session())
                 signals.enter_context(ray_auth.private_token(private))
             try:
                 if private is None:
@@ -256,11 +267,6 @@ class SimulationRuntime(Runtime):
                 ray.shutdown()
                 if leftovers is not None:
                     leftovers.end()
-                for key, value in before.items():  # this process's own environment, as it was
-                    if value is None:
-                        os.environ.pop(key, None)
-                    else:
-                        os.environ[key] = value
                 if own_tmp and private is not None:
                     shutil.rmtree(private, ignore_errors=True)
                 if handler is not None:
@@ -268,6 +274,7 @@ class SimulationRuntime(Runtime):
 
 
 RAY_FOLDER = "ray"  # Ray's temp dir, inside our 0700 fbray-* folder
+ACCEL_OVERRIDE_ENV = "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO"
 LOOPBACK = "127.0.0.1"
 # Ray's own switch for a node of this host alone (its default on macOS and Windows): the
 # node's address is then 127.0.0.1, and Ray's gRPC servers listen on 127.0.0.1 exactly
