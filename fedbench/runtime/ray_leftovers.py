@@ -13,9 +13,13 @@ workers, started later, inherit it). Then:
 - after `ray.shutdown` (`Session.end`), what is left is asked to exit (SIGTERM: the
   session has no work left for it, and waiting for its own polling to notice cost
   every run about 2 s at its end), gets GRACE_S to do so, then SIGKILL;
-- a watchdog (`python -m fedbench.runtime.ray_leftovers TOKEN`), started with
-  a pipe only this process holds, on which the driver writes what it
-  remembered, does the same when the driver dies without cleaning up.
+- a watchdog (`python -m fedbench.runtime.ray_leftovers TOKEN [FOLDER]`),
+  started with a pipe only this process holds, on which the driver writes what
+  it remembered, does the same when the driver dies without cleaning up, and
+  then removes the session's private `fbray-*` folder (Ray's files and the
+  run's Ray token, fedbench.runtime.ray_auth), which the driver would have
+  removed: that exact folder, if it is still a directory of this account's,
+  and never through a link.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -34,6 +40,7 @@ from fedbench.runtime.environ import scoped_environ
 from fedbench.runtime.watchdog import TOKEN_ENV, carriers, end_all
 
 GRACE_S = 1.0  # after ray.shutdown, for what is left to exit by itself
+FOLDER_PREFIX = "fbray-"  # the private folder's name (fedbench.runtime.simulation)
 
 
 class Session:
@@ -86,14 +93,19 @@ def _kill(procs: list[psutil.Process]) -> None:
 
 
 @contextlib.contextmanager
-def session() -> Iterator[Session]:
-    """Within it, processes started from here carry a fresh token; a watchdog stands by."""
+def session(folder: str | None = None) -> Iterator[Session]:
+    """Within it, processes started from here carry a fresh token; a watchdog stands by.
+
+    `folder`: the session's private folder, which the watchdog removes should this
+    process die first (None: there is none, or it is not ours to remove).
+    """
     token = secrets.token_hex(12)
     env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+    args = [token] if folder is None else [token, os.path.abspath(folder)]
     # Its stdin is a pipe only this process holds (Popen closes other fds in children,
     # Ray's included): end-of-file there is this process's end, however it ends.
     dog = subprocess.Popen(
-        [sys.executable, "-m", "fedbench.runtime.ray_leftovers", token],
+        [sys.executable, "-m", "fedbench.runtime.ray_leftovers", *args],
         env=env,
         stdin=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
@@ -112,9 +124,33 @@ def session() -> Iterator[Session]:
                 dog.stdin.close()
 
 
+def remove_folder(path: str) -> bool:
+    """Remove a dead session's private folder; whether it did.
+
+    Only the path the driver named, and only if it is a `fbray-*` directory of
+    this account's - not a link to one, nor anything else put in its place.
+    `shutil.rmtree` on a platform whose version works through directory file
+    descriptors follows no link inside it either; elsewhere nothing is removed.
+    """
+    if not os.path.basename(path).startswith(FOLDER_PREFIX):
+        return False
+    try:
+        info = os.lstat(path)  # the entry itself: a link is not followed
+    except OSError:
+        return False
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        return False
+    if not shutil.rmtree.avoids_symlink_attacks:
+        return False
+    shutil.rmtree(path, ignore_errors=True)
+    return not os.path.lexists(path)
+
+
 def main() -> int:
-    """The watchdog: at end-of-file on stdin (the driver's end), end the session."""
+    """The watchdog: at end-of-file on stdin (the driver's end), end the session, then
+    remove its folder (`sys.argv[2]`, if named): its processes no longer use it."""
     token = sys.argv[1]
+    folder = sys.argv[2] if len(sys.argv) > 2 else None
     known: list[psutil.Process] = []
     with contextlib.suppress(OSError, KeyboardInterrupt):
         for line in sys.stdin.buffer:
@@ -125,6 +161,8 @@ def main() -> int:
                     known.append(p)
     _kill(known)
     end_all(token)
+    if folder is not None:
+        remove_folder(folder)
     return 0
 
 

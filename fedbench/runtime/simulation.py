@@ -201,7 +201,9 @@ class SimulationRuntime(Runtime):
         # in a folder of ours, 0700, since Ray makes its own folders 0777 (check_private).
         own_tmp = self.ray_temp_dir is None
         private = (
-            None if self.ray_address else tempfile.mkdtemp(prefix="fbray-", dir=self.ray_temp_dir)
+            None
+            if self.ray_address
+            else tempfile.mkdtemp(prefix=ray_leftovers.FOLDER_PREFIX, dir=self.ray_temp_dir)
         )
         init: dict[str, Any] = {
             "include_dashboard": False,
@@ -229,7 +231,10 @@ class SimulationRuntime(Runtime):
             signals.enter_context(scoped_environ(self._session_env()))
             leftovers: ray_leftovers.Session | None = None
             if private is not None:
-                leftovers = signals.enter_context(ray_leftovers.session())
+                # Should the driver die first, its watchdog also removes our folder (not
+                # a ray_temp_dir's: that one is kept, as after a run that ends).
+                mine = private if own_tmp else None
+                leftovers = signals.enter_context(ray_leftovers.session(mine))
                 signals.enter_context(ray_auth.private_token(private))
             try:
                 if private is None:

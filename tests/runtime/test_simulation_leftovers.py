@@ -4,7 +4,9 @@ Before, Ray's DashboardAgent, RuntimeEnvAgent and ClientAppActor workers were
 still alive 5-10 s after the run had exited (rc 0 or interrupted): they notice
 the raylet's death only by polling. The run's Ray processes are found while it
 runs (its descendants, and any process whose command line names its `fbray-*`
-folder); the moment it exits, none of them may be alive.
+folder); the moment it exits, none of them may be alive. Nor may its `fbray-*`
+folder (which holds the run's Ray token) outlive it: the run removes it, or,
+after a SIGKILL of the driver, its watchdog does.
 """
 
 from __future__ import annotations
@@ -62,8 +64,9 @@ def _alive(procs: dict[tuple[int, float], psutil.Process]) -> list[str]:
 
 def _run_and_watch(
     tmp_path: Path, args: list[str], stop: signal.Signals | None, settle_s: float = 0.0
-) -> list[str]:
-    """Start a run, note its Ray processes till it exits; those still alive right after."""
+) -> tuple[list[str], str]:
+    """Start a run, note its Ray processes till it exits; those still alive right after
+    (or `settle_s` later), and its fbray-* folder."""
     run_dir = tmp_path / "run"
     out = tmp_path / "out.txt"
     proc = subprocess.Popen(
@@ -95,7 +98,7 @@ def _run_and_watch(
                 stop = None
             time.sleep(0.1)
         end = time.monotonic() + settle_s
-        while _alive(seen) and time.monotonic() < end:
+        while (_alive(seen) or os.path.lexists(folder or "")) and time.monotonic() < end:
             time.sleep(0.1)
         left = _alive(seen)
     finally:
@@ -105,18 +108,24 @@ def _run_and_watch(
             with contextlib.suppress(psutil.Error):
                 p.kill()
     assert folder is not None and {"raylet", "gcs_server"} <= names, names
-    return left
+    return left, folder
 
 
 def test_no_ray_process_outlives_a_finished_run(tmp_path: Path) -> None:
-    assert _run_and_watch(tmp_path, [], None) == []
+    left, folder = _run_and_watch(tmp_path, [], None)
+    assert left == []
+    assert not os.path.lexists(folder)
 
 
 def test_no_ray_process_outlives_an_interrupted_run(tmp_path: Path) -> None:
-    assert _run_and_watch(tmp_path, ["scenario.days=30"], signal.SIGTERM) == []
+    left, folder = _run_and_watch(tmp_path, ["scenario.days=30"], signal.SIGTERM)
+    assert left == []
+    assert not os.path.lexists(folder)
 
 
 def test_a_killed_drivers_ray_processes_end_within_seconds(tmp_path: Path) -> None:
-    """SIGKILL: nothing in the driver runs; its watchdog ends the session's processes."""
-    left = _run_and_watch(tmp_path, ["scenario.days=30"], signal.SIGKILL, settle_s=5.0)
+    """SIGKILL: nothing in the driver runs; its watchdog ends the session's processes
+    and then removes its fbray-* folder, token file and all."""
+    left, folder = _run_and_watch(tmp_path, ["scenario.days=30"], signal.SIGKILL, settle_s=5.0)
     assert left == []
+    assert not os.path.lexists(folder), os.listdir(folder)
