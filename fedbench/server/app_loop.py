@@ -76,7 +76,16 @@ from fedbench.server.app_metrics import flower_metrics
 from fedbench.server.capture import Asks, TooFewNodes, load_server_app, working_directory
 from fedbench.server.clock import EventClock
 from fedbench.server.close.base import Closing
-from fedbench.server.fleet_grid import CUT, FleetApp, FleetGrid, GridStop, Logged, RunOver, reraise
+from fedbench.server.fleet_grid import (
+    CUT,
+    EVALUATING,
+    FleetApp,
+    FleetGrid,
+    GridStop,
+    Logged,
+    RunOver,
+    reraise,
+)
 from fedbench.server.fleet_strategy import RoundStart, split_states
 from fedbench.server.loop import LoopParts, RoundLoop, _late
 from fedbench.server.replies import Reply, read_replies
@@ -100,6 +109,12 @@ class AppRound:
     phase: str = OPEN
     asks: Asks = field(default_factory=Asks)  # node-id asks since its last exchange
     waited: float = 0.0  # host seconds spent waiting for replies
+    # The host round ends once its aggregate is made: at the first evaluation after the
+    # training (the strategy's federated exchange, empty or not, or fedbench's own
+    # evaluate_fn), else at the next round's open. Scoring the model is not the round's
+    # (docs/results.md, host_round_s), as it was not in RoundLoop's rounds.
+    ended: float | None = None
+    waited_at_end: float = 0.0
     replies: list[Reply] = field(default_factory=list)
     closing: Closing | None = None
     model: ArrayRecord | None = None  # the global model its training was sent
@@ -175,6 +190,7 @@ class AppLoop(RoundLoop):
             if self.open is not None and self.open.phase == OPEN and self.app.own:
                 return self._train([], answer_all)  # fedbench's own: nobody trained
             if self.open is not None and self.open.phase == TRAINED:
+                self._end_host_round()  # start() asks this after the round's aggregate
                 self.open.phase = EVALUATED
             return []
         kind = pairs[0][1].metadata.message_type.split(".")[0]
@@ -287,6 +303,7 @@ class AppLoop(RoundLoop):
     ) -> list[Message]:
         """An exchange that is not the round's training: each device's reply as it came."""
         assert self.open is not None
+        self._end_host_round()  # an evaluation after the training: the aggregate is made
         self._check_addressed(pairs)
         by_device = {m.metadata.dst_node_id - 1: (i, m) for i, m in pairs}
         routed = self.fleet.route_one_each(self._with_states(pairs))
@@ -330,6 +347,12 @@ class AppLoop(RoundLoop):
             for metric in reply_metrics(content)
         ]
 
+    def _end_host_round(self) -> None:
+        """The open round's host time ends here, if it trained and has not ended yet."""
+        r = self.open
+        if r is not None and r.phase != OPEN and r.ended is None:
+            r.ended, r.waited_at_end = time.perf_counter(), r.waited
+
     def _finish_open(self) -> None:
         """The open round's outcome to the hooks (rows, ledger, progress, stopping)."""
         r, self.open = self.open, None
@@ -339,7 +362,9 @@ class AppLoop(RoundLoop):
         aggregated, arrays, advanced, train_metrics = self._result(r)
         version = self.state.model_version + advanced
         start_s = r.start_s
-        host_s = time.perf_counter() - r.started
+        ended = time.perf_counter() if r.ended is None else r.ended
+        host_s = ended - r.started
+        waited = r.waited if r.ended is None else r.waited_at_end
         after = LoopState(r.spec.round, start_s + r.closing.duration_s, version, arrays)
         outcome = RoundOutcome(
             spec=r.spec,
@@ -352,7 +377,7 @@ class AppLoop(RoundLoop):
             train_metrics=train_metrics,
             evaluation=evaluation or None,
             host_round_s=host_s,
-            server_s=host_s - r.waited,
+            server_s=host_s - waited,
             skipped=self.fleet.skipped,
             # Replies come in any order; the rows go by device (stable: a device's own order).
             evaluate_metrics=tuple(sorted(r.evaluated, key=lambda m: m.device)),
@@ -394,6 +419,9 @@ class AppLoop(RoundLoop):
             return
         r = self.open
         if r is None:
+            return
+        if kind == EVALUATING:
+            self._end_host_round()
             return
         if kind == "central":
             r.central = record

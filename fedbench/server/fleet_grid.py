@@ -57,6 +57,9 @@ CUT = "fedbench: the round closed without this reply: "
 # What an app's strategy computed on the server, by kind (initial, train, federated,
 # central), handed to the loop (fedbench.server.app_metrics reads a user app's from its log).
 Logged = Callable[[str, Mapping[str, float]], None]
+# What an app logs as its server-side evaluation begins (no numbers): the round's
+# aggregate is made, so its host time ends there (AppLoop).
+EVALUATING = "evaluating"
 
 
 class FleetApp(Protocol):

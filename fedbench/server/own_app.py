@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from flwr.app import ArrayRecord, ConfigRecord, MetricRecord
 
 from fedbench.server.evaluation import Evaluator
-from fedbench.server.fleet_grid import FleetGrid, GridStop, Logged, reraise
+from fedbench.server.fleet_grid import EVALUATING, FleetGrid, GridStop, Logged, reraise
 from fedbench.server.fleet_strategy import FleetStrategy
 
 CENTRAL = "central"  # the kind of metrics the loop reads an app's server evaluation as
@@ -68,7 +68,10 @@ class OwnServerApp:
     ) -> MetricRecord | None:
         """The global model on the test split after an evaluation round (None otherwise)."""
         start = self.fleet.round_start
-        if server_round == 0 or start is None or not start.spec.evaluate:
+        if server_round == 0 or start is None:
+            return None
+        logged(EVALUATING, {})  # start() calls this after the round's aggregate
+        if not start.spec.evaluate:
             return None
         scores = self.evaluator(start.spec.round, arrays)
         logged(CENTRAL, scores)
