@@ -17,10 +17,12 @@ import json
 import os
 import subprocess
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
 
+from fedbench.runtime import entry
 from fedbench.runtime.flower import free_port, supernode_argv
 from fedbench.security import issue_node_key, issue_tls
 from tests.runtime.test_deployment import _device, _stop, follow, serve
@@ -45,8 +47,26 @@ sys.meta_path.insert(0, _NoFedbench())
 """
 
 
+def _as_flowers_script(argv: list[str]) -> list[str]:
+    """fedbench's SuperNode command line as Flower's own `flower-supernode` script runs it.
+
+    fedbench starts Flower's scripts through its launcher (fedbench.runtime.entry), which
+    a device without fedbench cannot import; the stock device runs what the installed
+    script runs (its entry point), with this interpreter.
+    """
+    launcher = entry.argv("flower-supernode")
+    assert argv[: len(launcher)] == launcher, argv
+    (script,) = entry_points(group="console_scripts", name="flower-supernode")
+    code = (
+        f"import sys; from {script.module} import {script.attr}; "
+        f"sys.argv[0] = 'flower-supernode'; sys.exit({script.attr}())"
+    )
+    return [sys.executable, "-c", code, *argv[len(launcher) :]]
+
+
 def _stock_device(superlink: str, ca: Path, key: Path, blocker: Path) -> subprocess.Popen[str]:
-    argv = supernode_argv(superlink, {"partition-id": 0, "num-partitions": 2}, free_port(), ca, key)
+    ours = supernode_argv(superlink, {"partition-id": 0, "num-partitions": 2}, free_port(), ca, key)
+    argv = _as_flowers_script(ours)
     env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0", "PYTHONPATH": str(blocker)}
     return subprocess.Popen(
         argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
