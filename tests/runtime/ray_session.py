@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -61,3 +63,17 @@ def ray_folder(procs: list[psutil.Process]) -> Path:
         except psutil.Error:
             continue
     raise AssertionError("no raylet with a --temp-dir among the run's processes")
+
+
+def start_smoke(tmp_path: Path, days: int) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    """A smoke run of `days` days in the background: (its process, its folder, its output)."""
+    run_dir = tmp_path / "run"
+    out = tmp_path / "out.txt"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fedbench", "experiment=smoke", f"scenario.days={days}"]
+        + [f"hydra.run.dir={run_dir}"],
+        stdout=out.open("w"),
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
+    )
+    return proc, run_dir, out

@@ -13,9 +13,7 @@ file of the run.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -23,7 +21,13 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.runtime.ray_session import command_line, listening, ray_folder, wait_for_actors
+from tests.runtime.ray_session import (
+    command_line,
+    listening,
+    ray_folder,
+    start_smoke,
+    wait_for_actors,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -83,15 +87,7 @@ def _probe(name: str, port: int, token: str | None) -> object:
 
 
 def test_rays_ports_refuse_a_caller_without_the_runs_token(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    out = tmp_path / "out.txt"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fedbench", "experiment=smoke", "scenario.days=3"]
-        + [f"hydra.run.dir={run_dir}"],
-        stdout=out.open("w"),
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
-    )
+    proc, run_dir, out = start_smoke(tmp_path, days=3)
     try:
         tree = wait_for_actors(proc, out)
         sockets = listening(tree)

@@ -10,17 +10,14 @@ its descendants, each with the process that holds it.
 
 from __future__ import annotations
 
-import os
 import signal
 import stat
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.runtime.ray_session import listening, name_of, ray_folder, wait_for_actors
+from tests.runtime.ray_session import listening, name_of, ray_folder, start_smoke, wait_for_actors
 
 pytestmark = pytest.mark.slow
 
@@ -28,15 +25,7 @@ LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
 
 
 def test_rays_sockets_are_on_loopback_and_its_folder_is_private(tmp_path: Path) -> None:
-    run_dir = tmp_path / "run"
-    out = tmp_path / "out.txt"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fedbench", "experiment=smoke", "scenario.days=30"]
-        + [f"hydra.run.dir={run_dir}"],
-        stdout=out.open("w"),
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "FLWR_TELEMETRY_ENABLED": "0"},
-    )
+    proc, run_dir, out = start_smoke(tmp_path, days=30)
     try:
         tree = wait_for_actors(proc, out)
         sockets = listening(tree)
