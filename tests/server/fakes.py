@@ -39,7 +39,31 @@ from tests.helpers import task_identity
 Device = Callable[[Message], RecordDict | None]  # None: never replies
 
 
-class FakeGrid(Grid):
+class UnrunGrid(Grid):
+    """A test grid outside any Flower run: what needs one (its run, new messages) raises."""
+
+    def set_run(self, run: object) -> None:  # type: ignore[override]
+        raise NotImplementedError
+
+    @property
+    def run(self) -> object:  # type: ignore[override]
+        raise NotImplementedError
+
+    def create_message(self, *args: object, **kwargs: object) -> Message:  # type: ignore[override]
+        raise NotImplementedError
+
+
+class SendOnlyGrid(UnrunGrid):
+    """A test grid that answers node-id asks and send_and_receive only (its subclass's)."""
+
+    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+        raise NotImplementedError
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        raise NotImplementedError
+
+
+class FakeGrid(UnrunGrid):
     def __init__(self, devices: dict[str, Device], nodes: Iterable[int] = (1, 2, 3, 4)) -> None:
         self.devices = devices
         self.nodes = list(nodes)
@@ -79,16 +103,6 @@ class FakeGrid(Grid):
     ) -> Iterable[Message]:
         ids = list(self.push_messages(messages))
         return list(self.pull_messages(ids))
-
-    def set_run(self, run: object) -> None:  # type: ignore[override]
-        raise NotImplementedError
-
-    @property
-    def run(self) -> object:  # type: ignore[override]
-        raise NotImplementedError
-
-    def create_message(self, *args: object, **kwargs: object) -> Message:  # type: ignore[override]
-        raise NotImplementedError
 
 
 def weights(value: float = 0.0) -> ArrayRecord:

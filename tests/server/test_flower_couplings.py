@@ -34,7 +34,7 @@ from fedbench.server.capture import first_send
 from fedbench.server.offer import ASKS_PER_CONFIGURE, Offer, TooFewDevices, demand
 from fedbench.server.run import LoopState
 from tests.helpers import task_identity
-from tests.server.fakes import Recorder, build_loop, device, spec, weights
+from tests.server.fakes import Recorder, SendOnlyGrid, build_loop, device, spec, weights
 
 APP = Path(__file__).parents[1] / "apps" / "quickstart"
 ARRAYS = ArrayRecord({"w": Array(np.zeros(3, dtype=np.float32))})
@@ -271,7 +271,7 @@ class _Calls(Strategy):
         self.log.append("summary")
 
 
-class _Exchanges(Grid):
+class _Exchanges(SendOnlyGrid):
     """A grid that logs node-id asks and sends, and replies to every message."""
 
     def __init__(self, log: list[str]) -> None:
@@ -287,22 +287,6 @@ class _Exchanges(Grid):
         sent = list(messages)
         self.log.append(f"send {len(sent)}")
         return [Message(RecordDict(), reply_to=m) for m in sent]
-
-    def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
-        raise NotImplementedError
-
-    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[str]:  # type: ignore[override]
-        raise NotImplementedError
-
-    def set_run(self, run: object) -> None:  # type: ignore[override]
-        raise NotImplementedError
-
-    @property
-    def run(self) -> object:  # type: ignore[override]
-        raise NotImplementedError
-
-    def create_message(self, *args: object, **kwargs: object) -> Message:  # type: ignore[override]
-        raise NotImplementedError
 
 
 @pytest.mark.parametrize("aggregates", [True, False])
